@@ -1,0 +1,5 @@
+import sys
+
+from tscore.cli import main
+
+sys.exit(main())

@@ -1,0 +1,316 @@
+"""Hook specifications: the contract between the tscore core and a backend.
+
+The core never imports a framework. Everything it needs from PyTorch,
+MindSpore or any other framework it asks for through the hooks below, which a
+backend plugin implements. A plugin is a module (or any object) with functions
+named like these hooks and marked with :data:`tscore.hookimpl`::
+
+    # ts_jax/plugin.py
+    import sys
+    from tscore import hookimpl
+
+    @hookimpl
+    def ts_to_numpy(obj):
+        if "jax" not in sys.modules:          # never import the framework
+            return None                       # just to ask "is this mine?"
+        import jax
+        if not isinstance(obj, jax.Array):
+            return None                       # not ours: let another plugin answer
+        return np.asarray(obj)
+
+and registers it under the entry point group ``tscore`` in its own
+``pyproject.toml``::
+
+    [project.entry-points.tscore]
+    jax = "ts_jax.plugin"
+
+Conventions that hold for every hook:
+
+* Names start with ``ts_``. A plugin implements only the hooks it needs; an
+  implementation may accept fewer arguments than the spec names.
+* "Who owns this object" hooks are ``firstresult``: the plugin whose framework
+  the object belongs to answers, every other plugin returns ``None``, and the
+  first non-``None`` answer is the result. A plugin must answer ``None``,
+  never raise, for an object that is not its own, and must not import its
+  framework to find out: if the framework is not in ``sys.modules`` yet, the
+  object cannot be one of its tensors.
+* Hooks every backend answers (``ts_seed_all``, ``ts_framework_info``) are
+  collecting hooks: the caller receives a list of all non-``None`` answers.
+* Arrays cross the boundary as :class:`numpy.ndarray`. bfloat16 and float8
+  values travel as ``ml_dtypes`` arrays, never silently widened to float32.
+* A plugin raises :class:`tscore.errors.TscoreError` (or a subclass) for an
+  object that is its own but cannot be handled, with a message saying what to
+  do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pluggy
+
+from tscore.tensor_meta import FrameworkInfo, TensorMeta
+
+PROJECT_NAME = "tscore"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+# ---------------------------------------------------------------------------
+# Plugin identity
+# ---------------------------------------------------------------------------
+
+
+@hookspec
+def ts_framework_info() -> FrameworkInfo | None:
+    """Say which framework this plugin serves.
+
+    Collecting hook: every backend answers. Used by ``tscore plugins`` and to
+    label saved tensors. Must not import the framework: read its version from
+    the installed distribution's metadata instead.
+
+    :return: a :class:`~tscore.tensor_meta.FrameworkInfo` such as
+        ``FrameworkInfo(name="torch", version="2.13.0", imported=False)``,
+        where ``imported`` says whether the framework is in ``sys.modules``.
+    """
+
+
+# ---------------------------------------------------------------------------
+# Tensor conversion
+# ---------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def ts_is_tensor(obj: object) -> bool | None:
+    """Say whether ``obj`` is a tensor of this plugin's framework.
+
+    ``firstresult``: return ``True`` for your own tensors (parameters and
+    subclasses included) and ``None`` for anything else.
+
+    :param obj: any Python object.
+    """
+
+
+@hookspec(firstresult=True)
+def ts_to_numpy(obj: object) -> np.ndarray | None:
+    """Convert one of your tensors to a numpy array on the host.
+
+    ``firstresult``: return ``None`` for objects that are not yours.
+
+    The array must hold the same values and the same dtype: bfloat16 becomes
+    an ``ml_dtypes.bfloat16`` array, float16 stays float16, a 0-d tensor
+    becomes a 0-d array. Detach from autograd, copy from any device, and
+    return an array that does not share memory with a tensor the caller may
+    keep modifying (a later in-place update must not change what was saved).
+
+    :param obj: the object to convert.
+    :return: a C-contiguous :class:`numpy.ndarray`, or ``None``.
+    """
+
+
+@hookspec(firstresult=True)
+def ts_tensor_meta(obj: object) -> TensorMeta | None:
+    """Describe one of your tensors without copying its data.
+
+    ``firstresult``: return ``None`` for objects that are not yours.
+
+    :return: a :class:`~tscore.tensor_meta.TensorMeta` with the framework
+        name, the dtype as your framework prints it, the shape and the
+        device (``"cpu"``, ``"cuda:0"``, ``"Ascend:0"``).
+    """
+
+
+@hookspec(firstresult=True)
+def ts_from_numpy(array: np.ndarray, framework: str, like: object | None) -> object | None:
+    """Make a tensor of your framework from a numpy array.
+
+    ``firstresult``: answer only when ``framework`` is your framework's name
+    (as in :func:`ts_framework_info`) or ``like`` is one of your tensors, and
+    return ``None`` otherwise. Here you may import your framework: the caller
+    asked for it by name.
+
+    :param array: the values; ``ml_dtypes.bfloat16`` arrays become bfloat16
+        tensors.
+    :param framework: the framework name the caller wants, or ``""``.
+    :param like: an existing tensor whose device the new one should match, or
+        ``None``.
+    """
+
+
+# ---------------------------------------------------------------------------
+# Gradient extraction
+# ---------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def ts_attach_grad_hook(tensor: object, callback: Callable[[object], None]) -> object | None:
+    """Arrange for ``callback`` to see the gradient that flows back into ``tensor``.
+
+    ``firstresult``: return ``None`` for objects that are not yours.
+
+    Return the tensor that the caller must use downstream in place of
+    ``tensor``: an identity in the forward pass whose backward calls
+    ``callback`` once with the gradient (a tensor of your framework) and then
+    passes the gradient on unchanged. ``tscore.save_grad`` is built on this
+    hook, in eager execution.
+
+    :param tensor: one of your tensors, part of a graph that will be
+        differentiated.
+    :param callback: called with the gradient tensor.
+    """
+
+
+@hookspec(firstresult=True)
+def ts_compiled_grad_hook(callback: Callable[[object], None]) -> object | None:
+    """Give compiled code a way to hand a gradient to ``callback``, if a compile is under way.
+
+    ``firstresult``: return ``None`` unless your framework is compiling a
+    graph at this moment (MindSpore GRAPH_MODE or ``ms.jit``), which is when
+    ``tscore.save_grad`` is being translated rather than run. Then return an
+    object the compiled graph can apply to a tensor (MindSpore: an
+    ``InsertGradientOf`` primitive) so that, every time backward runs,
+    ``callback`` receives the gradient at run time.
+    """
+
+
+@hookspec(firstresult=True)
+def ts_model_grads(model: object, grads: object | None) -> dict[str, object] | None:
+    """Name the gradients of a model's trainable parameters.
+
+    ``firstresult``: return ``None`` when ``model`` is not yours.
+
+    :param model: a network of your framework (``torch.nn.Module``,
+        ``mindspore.nn.Cell``).
+    :param grads: gradients the caller computed outside the model (MindSpore
+        returns them from ``grad``/``value_and_grad`` in parameter order), or
+        ``None`` to read them from the parameters themselves (torch's
+        ``.grad``).
+    :return: ``{parameter name: gradient tensor}`` in parameter order,
+        skipping parameters without a gradient.
+    """
+
+
+# ---------------------------------------------------------------------------
+# Checkpoint IO
+# ---------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def ts_load_checkpoint(path: str, trust: bool) -> dict[str, np.ndarray] | None:
+    """Read a checkpoint file into ``{parameter name: array}``.
+
+    ``firstresult``: answer for the file formats you read (by suffix or magic
+    bytes) and return ``None`` for the others.
+
+    :param path: the checkpoint file.
+    :param trust: ``True`` only when the caller explicitly allowed unpickling
+        arbitrary objects; without it, load with the framework's safe mode
+        (``torch.load(weights_only=True)``).
+    :return: the tensors as numpy arrays, in file order. Entries that are not
+        tensors (an epoch counter, optimizer state) are left out with a
+        logged note.
+    """
+
+
+@hookspec(firstresult=True)
+def ts_save_checkpoint(params: Mapping[str, np.ndarray], path: str, format: str) -> bool | None:
+    """Write ``{name: array}`` as a checkpoint of your framework.
+
+    ``firstresult``: return ``True`` once written, ``None`` for formats that
+    are not yours (``format`` is ``"ckpt"``, ``"safetensors"``, ``"pth"``...).
+    Write atomically: to a temporary file in the same folder, then rename.
+    """
+
+
+@hookspec(firstresult=True)
+def ts_model_state(model: object) -> dict[str, np.ndarray] | None:
+    """Return a model's parameters and buffers as ``{name: array}``.
+
+    ``firstresult``: return ``None`` when ``model`` is not yours. Names are
+    the ones your framework's own checkpoint would use.
+    """
+
+
+# ---------------------------------------------------------------------------
+# Weight mapping
+# ---------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def ts_layer_params(model: object) -> Sequence[tuple[str, str, Sequence[str]]] | None:
+    """List a model's layers as ``(layer path, neutral layer kind, param names)``.
+
+    ``firstresult``: return ``None`` when ``model`` is not yours.
+
+    The neutral kind names what the layer computes, independent of framework
+    (``"linear"``, ``"conv2d"``, ``"batchnorm"``, ``"layernorm"``,
+    ``"embedding"``, ``"prelu"``...); subclasses of a known layer report their
+    base's kind. Parameter names are relative to the layer (``"weight"``).
+    """
+
+
+@hookspec
+def ts_weight_rules(kind: str, source: str, target: str) -> Mapping[str, Any] | None:
+    """Give the naming and value rules that turn one layer kind's parameters into another framework's.
+
+    Collecting hook: the plugin of the ``target`` framework answers for the
+    kinds it knows; the caller merges the answers.
+
+    :param kind: a neutral layer kind from :func:`ts_layer_params`.
+    :param source: the framework the weights come from (``"torch"``).
+    :param target: the framework they go to (``"mindspore"``).
+    :return: ``{"names": {"weight": "gamma", ...}, "transforms": {...}}`` or
+        ``None`` when you have no rule for ``kind``.
+    """
+
+
+# ---------------------------------------------------------------------------
+# Dump hooks and the run environment
+# ---------------------------------------------------------------------------
+
+
+@hookspec
+def ts_seed_all(seed: int, deterministic: bool) -> str | None:
+    """Seed your framework's random generators, and make it deterministic if asked.
+
+    Collecting hook: every installed backend answers. Seed only when your
+    framework is importable; import it if needed (the caller asked to seed
+    everything). Return the framework name you seeded, or ``None`` if your
+    framework is not installed.
+    """
+
+
+@hookspec(firstresult=True)
+def ts_current_rank() -> int | None:
+    """Return this process's rank in distributed training, or ``None`` if you cannot tell."""
+
+
+@hookspec
+def ts_install_api_hooks(recorder: object) -> object | None:
+    """Start recording every API call of your framework into ``recorder``.
+
+    Collecting hook: each backend whose framework is imported answers with a
+    handle whose ``remove()`` undoes everything it installed.
+    """
+
+
+@hookspec(firstresult=True)
+def ts_install_module_hooks(model: object, recorder: object) -> object | None:
+    """Record every layer's inputs and outputs of ``model`` into ``recorder``.
+
+    ``firstresult``: return ``None`` when ``model`` is not yours; otherwise a
+    handle whose ``remove()`` removes every hook that was added.
+    """
+
+
+@hookspec(firstresult=True)
+def ts_run_forward(model: object, inputs: Sequence[np.ndarray], train: bool) -> object | None:
+    """Run ``model`` on ``inputs`` (numpy arrays) in train or eval mode and return its outputs.
+
+    ``firstresult``: return ``None`` when ``model`` is not yours. Restore the
+    model's train/eval mode before returning, whether the run succeeded or
+    not.
+    """

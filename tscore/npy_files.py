@@ -1,0 +1,138 @@
+"""Writing ``.npy`` files that every numpy user can read back, atomically.
+
+Two rules from the design:
+
+* A crash, ``kill`` or Ctrl-C never leaves a truncated ``.npy``: each file is
+  written to a temporary name in the target folder and renamed into place.
+* ``.npy`` cannot name bfloat16 or float8 (``np.save`` of an ``ml_dtypes``
+  array writes raw ``'<V2'`` that nothing can read back), so such arrays are
+  widened to float32 (exact for these formats), and the source dtype is kept
+  in a JSON-lines side file, ``tscore_meta.jsonl``, in the same folder.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from tscore.errors import TargetPathError, UnsupportedObjectError
+
+META_FILE_NAME = "tscore_meta.jsonl"
+
+_temp_ids = itertools.count()
+
+# ml_dtypes float formats that float32 holds exactly; its sub-byte integers fit int8/uint8.
+_WIDEN_PREFIXES = (("bfloat", "float32"), ("float", "float32"), ("uint", "uint8"), ("int", "int8"))
+
+
+def storable(array: np.ndarray) -> np.ndarray:
+    """Return ``array`` in a dtype that ``np.load`` reads back as numbers.
+
+    Plain numpy dtypes pass through unchanged; ``ml_dtypes`` types
+    (``bfloat16``, ``float8_*``, ``int4``) are widened without loss.
+
+    :raises UnsupportedObjectError: for object arrays and structured dtypes.
+    """
+    dtype = array.dtype
+    if dtype.kind == "O":
+        raise UnsupportedObjectError("cannot save an object array: .npy files hold numbers only")
+    if dtype.kind != "V":
+        return array
+    if dtype.fields is None:
+        for prefix, wide in _WIDEN_PREFIXES:
+            if dtype.name.startswith(prefix):
+                return array.astype(wide)
+    raise UnsupportedObjectError(f"cannot save an array of dtype {dtype!r} as .npy")
+
+
+def ensure_folder(folder: str) -> None:
+    """Create ``folder`` (and its parents) if needed.
+
+    :raises TargetPathError: naming the folder, when it cannot be created.
+    """
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise TargetPathError(
+            f"cannot create the folder {folder!r}: {exc.strerror or exc}; "
+            "pass a path in a writable location"
+        ) from exc
+
+
+def write_npy(path: str, array: np.ndarray) -> None:
+    """Write ``array`` to ``path`` as ``.npy`` so that the file is complete or absent.
+
+    The data go to a hidden temporary file in the same folder, which is then
+    renamed over ``path`` (``os.replace`` is atomic on one file system). An
+    exception or ``KeyboardInterrupt`` half way removes the temporary file.
+
+    :raises TargetPathError: naming the path, when it cannot be written.
+    """
+    folder, base = os.path.split(path)
+    temp = os.path.join(folder, f".{base}.{os.getpid()}-{next(_temp_ids)}.tmp")
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    except OSError as exc:
+        raise TargetPathError(
+            f"cannot write {path!r}: {exc.strerror or exc}; "
+            "check that the folder exists and is writable"
+        ) from exc
+    try:
+        with os.fdopen(fd, "wb") as stream:
+            np.lib.format.write_array(stream, array, allow_pickle=False)
+        os.replace(temp, path)
+    except BaseException as exc:
+        try:
+            os.unlink(temp)
+        except FileNotFoundError:
+            pass
+        if isinstance(exc, OSError):
+            raise TargetPathError(f"cannot write {path!r}: {exc.strerror or exc}") from exc
+        raise
+
+
+def append_meta(folder: str, records: Iterable[Mapping[str, Any]]) -> None:
+    """Append one JSON line per record to the folder's ``tscore_meta.jsonl``.
+
+    All lines of one call go out in a single ``write`` on a file opened for
+    appending, so lines from several threads or processes never interleave.
+    """
+    payload = "".join(json.dumps(dict(r), separators=(",", ":")) + "\n" for r in records)
+    if not payload:
+        return
+    path = os.path.join(folder, META_FILE_NAME)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            os.write(fd, payload.encode("utf-8"))
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise TargetPathError(f"cannot write {path!r}: {exc.strerror or exc}") from exc
+
+
+def read_meta(folder: str) -> dict[str, dict[str, Any]]:
+    """Read ``tscore_meta.jsonl`` into ``{file name: record}``; the last record of a name wins.
+
+    A missing side file gives ``{}``; a damaged line (a crash mid-write) is
+    skipped.
+    """
+    path = os.path.join(folder, META_FILE_NAME)
+    records: dict[str, dict[str, Any]] = {}
+    try:
+        with open(path, encoding="utf-8") as stream:
+            for line in stream:
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(record, dict) and isinstance(record.get("file"), str):
+                    records[record["file"]] = record
+    except FileNotFoundError:
+        pass
+    return records

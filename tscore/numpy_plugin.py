@@ -1,0 +1,59 @@
+"""The built-in plugin for numpy arrays and Python's own random generator.
+
+It is always registered, so ``save`` and the compare engine accept plain
+numpy data with no backend installed.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import random
+
+import numpy as np
+
+from tscore.hookspecs import hookimpl
+from tscore.tensor_meta import FrameworkInfo, TensorMeta
+
+FRAMEWORK = "numpy"
+
+
+@hookimpl
+def ts_framework_info() -> FrameworkInfo:
+    """Name numpy as the framework of this plugin."""
+    return FrameworkInfo(name=FRAMEWORK, version=importlib.metadata.version("numpy"), imported=True)
+
+
+@hookimpl(trylast=True)
+def ts_is_tensor(obj: object) -> bool | None:
+    """Claim numpy arrays and numpy scalars."""
+    return True if isinstance(obj, (np.ndarray, np.generic)) else None
+
+
+@hookimpl(trylast=True)
+def ts_to_numpy(obj: object) -> np.ndarray | None:
+    """Return a C-contiguous copy, so later in-place changes do not reach the saved data."""
+    if not isinstance(obj, (np.ndarray, np.generic)):
+        return None
+    return np.array(obj, copy=True, order="C")
+
+
+@hookimpl(trylast=True)
+def ts_tensor_meta(obj: object) -> TensorMeta | None:
+    """Describe a numpy array or scalar."""
+    if not isinstance(obj, (np.ndarray, np.generic)):
+        return None
+    return TensorMeta(framework=FRAMEWORK, dtype=str(obj.dtype), shape=tuple(obj.shape))
+
+
+@hookimpl(trylast=True)
+def ts_from_numpy(array: np.ndarray, framework: str) -> np.ndarray | None:
+    """Answer requests for numpy itself."""
+    return np.asarray(array) if framework == FRAMEWORK else None
+
+
+@hookimpl
+def ts_seed_all(seed: int) -> str:
+    """Seed Python's ``random`` and numpy's legacy global generator."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    return FRAMEWORK

@@ -1,0 +1,184 @@
+"""Finding, loading and listing backend plugins.
+
+Plugins are found through the entry point group ``tscore``. They are loaded on
+first use, not at ``import tscore``, and loading one never imports its
+framework. ``TSCORE_PLUGINS=torch,mindspore`` narrows which entry points load;
+a plugin that fails to load is skipped with one logged warning and listed with
+the reason by ``tscore plugins``.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import pluggy
+
+from tscore import hookspecs, numpy_plugin
+from tscore.errors import PluginError
+
+log = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "tscore"
+PLUGINS_ENV_VAR = "TSCORE_PLUGINS"
+BUILTIN_NUMPY = "numpy"
+
+
+@dataclass
+class PluginRecord:
+    """What happened to one plugin: where it came from and whether it loaded."""
+
+    name: str
+    module: str
+    distribution: str | None = None
+    version: str | None = None
+    status: str = "loaded"  # loaded | skipped | failed | not selected
+    reason: str | None = None
+    hooks: list[str] = field(default_factory=list)
+
+
+class TscorePluginManager(pluggy.PluginManager):
+    """A pluggy manager that also remembers how each plugin was found."""
+
+    def __init__(self) -> None:
+        super().__init__(hookspecs.PROJECT_NAME)
+        self.add_hookspecs(hookspecs)
+        self.records: dict[str, PluginRecord] = {}
+
+    def register_plugin(self, plugin: object, name: str | None = None, **origin: Any) -> str:
+        """Register ``plugin``, check its hooks against the specs and record it.
+
+        :raises PluginError: if a hook name is misspelt or the name is taken.
+        """
+        try:
+            registered = self.register(plugin, name=name)
+            self.check_pending()
+        except (ValueError, pluggy.PluginValidationError) as exc:
+            if self.is_registered(plugin):
+                self.unregister(plugin)
+            raise PluginError(f"plugin {name or plugin!r} cannot be registered: {exc}") from exc
+        assert registered is not None
+        module = getattr(plugin, "__name__", type(plugin).__module__)
+        self.records[registered] = PluginRecord(
+            name=registered,
+            module=module,
+            hooks=sorted(caller.name for caller in self.get_hookcallers(plugin) or []),
+            **origin,
+        )
+        return registered
+
+    def loaded_names(self) -> list[str]:
+        """Names of the plugins that are registered now."""
+        return sorted(name for name, plugin in self.list_name_plugin() if plugin is not None)
+
+    def unregister_plugin(self, name: str) -> None:
+        """Remove a plugin registered under ``name``, if any."""
+        plugin = self.get_plugin(name)
+        if plugin is not None:
+            self.unregister(plugin)
+        self.records.pop(name, None)
+
+
+def selected_plugin_names(environ: dict[str, str] | None = None) -> set[str] | None:
+    """Read ``TSCORE_PLUGINS``: the entry point names to load, or None for all."""
+    value = (os.environ if environ is None else environ).get(PLUGINS_ENV_VAR)
+    if value is None:
+        return None
+    return {part.strip() for part in value.split(",") if part.strip()}
+
+
+def create_plugin_manager(*, load_entry_points: bool = True) -> TscorePluginManager:
+    """Build a manager with the built-in numpy plugin and, if asked, the installed plugins."""
+    pm = TscorePluginManager()
+    pm.register_plugin(numpy_plugin, BUILTIN_NUMPY, distribution="tscore (built in)")
+    if load_entry_points:
+        _load_entry_points(pm, selected_plugin_names())
+    return pm
+
+
+def _load_entry_points(pm: TscorePluginManager, selected: set[str] | None) -> None:
+    entry_points = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+    seen: set[str] = set()
+    for ep in entry_points:
+        if ep.name in seen:
+            continue
+        seen.add(ep.name)
+        dist = ep.dist.name if ep.dist is not None else None
+        version = ep.dist.version if ep.dist is not None else None
+        if selected is not None and ep.name not in selected:
+            pm.records[ep.name] = PluginRecord(
+                ep.name, ep.value, dist, version, status="not selected",
+                reason=f"not named in {PLUGINS_ENV_VAR}",
+            )
+            continue
+        try:
+            plugin = ep.load()
+        except ImportError as exc:
+            log.warning("tscore plugin %r skipped: its framework did not import (%s)", ep.name, exc)
+            pm.records[ep.name] = PluginRecord(
+                ep.name, ep.value, dist, version, status="skipped", reason=str(exc)
+            )
+            continue
+        except Exception as exc:  # a broken third-party plugin must not break tscore
+            log.warning("tscore plugin %r failed to load: %s: %s", ep.name, type(exc).__name__, exc)
+            pm.records[ep.name] = PluginRecord(
+                ep.name, ep.value, dist, version, status="failed", reason=f"{type(exc).__name__}: {exc}"
+            )
+            continue
+        try:
+            pm.register_plugin(plugin, ep.name, distribution=dist, version=version)
+        except PluginError as exc:
+            log.warning("tscore plugin %r rejected: %s", ep.name, exc)
+            pm.records[ep.name] = PluginRecord(
+                ep.name, ep.value, dist, version, status="failed", reason=str(exc)
+            )
+    if selected:
+        for missing in sorted(selected - seen):
+            log.warning(
+                "%s names %r, but no installed plugin has that name (installed: %s)",
+                PLUGINS_ENV_VAR, missing, ", ".join(sorted(seen)) or "none",
+            )
+
+
+_manager: TscorePluginManager | None = None
+_manager_lock = threading.Lock()
+
+
+def get_plugin_manager() -> TscorePluginManager:
+    """Return the process-wide plugin manager, loading the installed plugins on first call."""
+    global _manager
+    if _manager is None:
+        with _manager_lock:
+            if _manager is None:
+                _manager = create_plugin_manager()
+    return _manager
+
+
+def reset_plugin_manager() -> None:
+    """Forget the process-wide manager; the next call loads the plugins again."""
+    global _manager
+    with _manager_lock:
+        _manager = None
+
+
+def hook() -> Any:
+    """Return the hook relay of the process-wide manager (``hook().ts_to_numpy(obj=x)``)."""
+    return get_plugin_manager().hook
+
+
+def register_plugin(plugin: object, name: str | None = None) -> str:
+    """Register an in-process plugin (a module or object with ``@hookimpl`` functions).
+
+    Use this for a framework that has no installed plugin package, or in
+    tests. Returns the name it was registered under.
+    """
+    return get_plugin_manager().register_plugin(plugin, name, distribution="registered in process")
+
+
+def unregister_plugin(name: str) -> None:
+    """Remove a plugin added with :func:`register_plugin`."""
+    get_plugin_manager().unregister_plugin(name)

@@ -1,0 +1,211 @@
+"""``save`` and ``save_grad``: tensors and gradients to ``.npy`` under one naming.
+
+Both work the same for numpy, PyTorch, MindSpore (PyNative and graph mode)
+and any framework whose plugin is loaded. Names follow
+:mod:`tscore.naming`; every call takes the next id from one counter per
+process, shared by ``save`` and ``save_grad`` and safe across threads.
+
+MindSpore graph mode: ``tscore`` declares itself to MindSpore as a module to
+run, not compile (see :mod:`tscore.mindspore_jit`), so ``save`` called inside
+``construct`` or an ``@ms.jit`` function runs at run time on the real values.
+``save_grad`` is the one function MindSpore compiles: it asks for a gradient
+hook while the graph is built and inserts it, and the hook writes the file
+each time backward runs. Under compilation the id of a gradient file is taken
+when backward reaches it, not when forward passes.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tscore import naming, npy_files
+from tscore.errors import InvalidNameError, UnsupportedObjectError
+from tscore.plugins import hook
+from tscore.tensors import is_tensor, tensor_meta, to_numpy, type_name
+
+_id_lock = threading.Lock()
+_ids: Iterator[int] = itertools.count()
+
+
+def next_save_id() -> int:
+    """Take the next id from the process-wide counter (0, 1, 2 ...)."""
+    with _id_lock:
+        return next(_ids)
+
+
+def reset_save_id(start: int = 0) -> None:
+    """Restart the id counter of ``save``/``save_grad`` at ``start`` (for a new run in one process)."""
+    global _ids
+    with _id_lock:
+        _ids = itertools.count(start)
+
+
+def _leaves(data: object, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], object]]:
+    """Yield ``(name path, tensor)`` for every tensor in nested lists, tuples and dicts."""
+    if data is None:
+        return
+    if isinstance(data, Mapping):
+        for key, value in data.items():
+            yield from _leaves(value, (*path, naming.clean_part(key, "a dict key")))
+    elif isinstance(data, (list, tuple)):
+        for index, value in enumerate(data):
+            yield from _leaves(value, (*path, str(index)))
+    elif is_tensor(data):
+        yield path, data
+    else:
+        where = f" at {'/'.join(path)}" if path else ""
+        raise UnsupportedObjectError(
+            f"save: cannot save an object of type {type_name(data)}{where}; pass a tensor "
+            "or a list, tuple or dict of tensors"
+        )
+
+
+@dataclass(frozen=True)
+class _Converted:
+    path: tuple[str, ...]
+    array: np.ndarray
+    meta: dict[str, Any]
+
+
+def _convert(path: tuple[str, ...], tensor: object) -> _Converted:
+    meta = tensor_meta(tensor)
+    return _Converted(path, to_numpy(tensor), meta.model_dump(mode="json"))
+
+
+def _write(
+    folder: str,
+    name: str,
+    save_id: int | None,
+    suffix: str | None,
+    items: list[_Converted],
+) -> list[str]:
+    """Name, write and record converted tensors; return the paths written."""
+    plan: dict[str, _Converted] = {}
+    for item in items:
+        base = name or naming.shape_name(item.array.shape)
+        file = naming.file_name(save_id, base, item.path, suffix)
+        if file in plan:
+            raise InvalidNameError(
+                f"save: two tensors would both be written to {file!r}; "
+                "rename the dict keys that differ only in '/' or control characters"
+            )
+        plan[file] = item
+    if not plan:
+        return []
+    npy_files.ensure_folder(folder)
+    written: list[str] = []
+    records: list[dict[str, Any]] = []
+    for file, item in plan.items():
+        stored = npy_files.storable(item.array)
+        path = os.path.join(folder, file)
+        npy_files.write_npy(path, stored)
+        written.append(path)
+        records.append({"file": file, **item.meta, "stored_dtype": str(stored.dtype)})
+    npy_files.append_meta(folder, records)
+    return written
+
+
+def save(
+    file: str | os.PathLike[str] | None,
+    data: object,
+    auto_id: bool = True,
+    suffix: str | None = None,
+) -> list[str]:
+    """Save a tensor, or a nested list/tuple/dict of tensors, as ``.npy`` files.
+
+    Names are ``{id}_{name}[_{idx|key}][_{suffix}].npy``: ``save("out/dense",
+    x)`` writes ``out/0_dense.npy``, a list adds each item's index
+    (``2_dense_0.npy``), a dict each key (``3_dense_x1.npy``). ``None`` items
+    are skipped. With ``file`` ``None`` or ``""`` each tensor is named
+    ``tensor_(shape)`` in the current folder. Folders are created.
+
+    :param file: folder and name prefix, e.g. ``"./dump/input"``.
+    :param data: a tensor of any loaded framework (numpy, torch, MindSpore),
+        or lists, tuples and dicts of them.
+    :param auto_id: prefix the names with this call's id from the
+        process-wide counter (shared with :func:`save_grad`).
+    :param suffix: appended to every name, e.g. ``"torch"``.
+    :return: the paths written.
+    :raises UnsupportedObjectError: (a ``TypeError``) naming the type of an
+        object that is not a tensor.
+    :raises TargetPathError: (an ``OSError``) naming a folder or file that
+        cannot be written.
+    """
+    folder, name = naming.split_target(file)
+    suffix = naming.clean_part(suffix, "suffix") if suffix else None
+    save_id = next_save_id() if auto_id else None
+    items = [_convert(path, tensor) for path, tensor in _leaves(data, ())]
+    return _write(folder, name, save_id, suffix, items)
+
+
+@dataclass(frozen=True)
+class _GradTarget:
+    """Where the gradient of one ``save_grad`` call goes."""
+
+    folder: str
+    name: str
+    suffix: str | None
+
+    def write(self, save_id: int | None, grad: object) -> None:
+        _write(self.folder, self.name, save_id, self.suffix, [_convert((), grad)])
+
+    def write_next(self, grad: object) -> None:
+        """Write ``grad`` under an id taken now (compiled graphs, where forward has no Python)."""
+        self.write(next_save_id(), grad)
+
+    def attach(self, tensor: object) -> object:
+        """Take an id now and hook ``tensor`` so that its gradient is written when backward runs."""
+        save_id = next_save_id()
+        hooked = hook().ts_attach_grad_hook(
+            tensor=tensor, callback=functools.partial(self.write, save_id)
+        )
+        if hooked is None:
+            raise UnsupportedObjectError(
+                f"save_grad: no loaded tscore plugin can hook the gradient of {type_name(tensor)}; "
+                "pass a torch or MindSpore tensor that takes part in a differentiated graph"
+            )
+        return hooked
+
+
+def grad_saver(file: str | os.PathLike[str] | None, suffix: str | None = "backward") -> Callable[[Any], Any]:
+    """Return the function that :func:`save_grad` applies to its tensor.
+
+    Outside a compile this hooks the tensor through ``ts_attach_grad_hook``.
+    While a framework compiles a graph (MindSpore calls this with constant
+    arguments as it builds the graph), it is what that framework's
+    ``ts_compiled_grad_hook`` returns.
+    """
+    folder, name = naming.split_target(file)
+    target = _GradTarget(folder, name, naming.clean_part(suffix, "suffix") if suffix else None)
+    compiled = hook().ts_compiled_grad_hook(callback=target.write_next)
+    return compiled if compiled is not None else target.attach
+
+
+def save_grad(file: str | os.PathLike[str] | None, data: Any, suffix: str = "backward") -> Any:
+    """Save the gradient that flows back into ``data``; use the returned tensor downstream.
+
+    ``x = save_grad("out/dense", x)`` in forward writes ``out/{id}_dense_backward.npy``
+    when backward runs. The id is taken at this call, from the counter that
+    :func:`save` uses, so the files sort in forward order.
+
+    :param file: folder and name prefix, as for :func:`save`.
+    :param data: a torch or MindSpore tensor (PyNative or graph mode).
+    :param suffix: appended to the name; ``"backward"`` by default.
+    :return: a tensor equal to ``data`` that carries the hook: pass it to the
+        next operation, or nothing is saved.
+    """
+    return grad_saver(file, suffix)(data)
+
+
+# MindSpore compiles functions marked like this even from modules it runs
+# rather than compiles; save_grad must be compiled so that its hook becomes
+# part of the backward graph. The attribute means nothing to anything else.
+save_grad.__jit_function__ = True  # type: ignore[attr-defined]
