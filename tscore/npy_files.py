@@ -12,6 +12,7 @@ Two rules from the design:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -30,18 +31,29 @@ _temp_ids = itertools.count()
 _WIDEN_PREFIXES = (("bfloat", "float32"), ("float", "float32"), ("uint", "uint8"), ("int", "int8"))
 
 
+@functools.lru_cache(maxsize=None)
+def _loads_back(dtype: np.dtype) -> bool:
+    """Say whether ``np.load`` reads an array of ``dtype`` back with the same dtype."""
+    descr = np.lib.format.dtype_to_descr(dtype)
+    try:
+        return bool(np.lib.format.descr_to_dtype(descr) == dtype)
+    except (TypeError, ValueError):
+        return False
+
+
 def storable(array: np.ndarray) -> np.ndarray:
     """Return ``array`` in a dtype that ``np.load`` reads back as numbers.
 
     Plain numpy dtypes pass through unchanged; ``ml_dtypes`` types
-    (``bfloat16``, ``float8_*``, ``int4``) are widened without loss.
+    (``bfloat16``, ``float8_*``, ``int4``), which ``.npy`` cannot name, are
+    widened without loss to float32, int8 or uint8.
 
     :raises UnsupportedObjectError: for object arrays and structured dtypes.
     """
     dtype = array.dtype
     if dtype.kind == "O":
         raise UnsupportedObjectError("cannot save an object array: .npy files hold numbers only")
-    if dtype.kind != "V":
+    if dtype.fields is None and _loads_back(dtype):
         return array
     if dtype.fields is None:
         for prefix, wide in _WIDEN_PREFIXES:

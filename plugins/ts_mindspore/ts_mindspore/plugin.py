@@ -128,9 +128,13 @@ def ts_from_numpy(array: np.ndarray, framework: str, like: object | None) -> Any
 
 def _pass_gradient_through(callback: Callable[[object], None]) -> Callable[[Any], Any]:
     """Wrap ``callback`` as an ``InsertGradientOf`` function: see the gradient, return it unchanged."""
+    from mindspore import mutable
 
     def save_then_pass(grad: Any) -> Any:
-        callback(grad)
+        # mutable: a gradient that is constant (ones, from ``sum()``) would
+        # otherwise make MindSpore run the callback once while compiling,
+        # and never again.
+        callback(mutable(grad))
         return grad
 
     return save_then_pass

@@ -1,0 +1,82 @@
+"""Every way to install, test, lint and benchmark tscore.
+
+Plain ``nox`` runs lint and the four test sessions: the core with no framework
+installed, torch alone, MindSpore alone, and both together. ``nox -s example``
+runs the bundled example; ``nox -s bench`` the benchmarks.
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["lint", "core", "torch", "mindspore", "both"]
+nox.options.reuse_existing_virtualenvs = True
+nox.options.error_on_missing_interpreters = True
+
+PYTHON = "3.11"
+CONSTRAINTS = ("-c", ".ci/constraints.txt")
+CORE = ".[test]"
+TORCH_PLUGIN = "./plugins/ts_torch"
+MS_PLUGIN = "./plugins/ts_mindspore"
+# MindSpore 2.10 cannot compute gradients with numpy 2 (FRAMEWORKS.md).
+MS_NUMPY = "numpy>=1.25,<2"
+
+
+def _pytest(session: nox.Session, *paths: str) -> None:
+    session.run("pytest", *(session.posargs or paths))
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """Ruff over the whole tree, mypy over the core."""
+    session.install("ruff>=0.6", "mypy>=1.10", "pydantic>=2.4", "numpy>=1.25", "pluggy>=1.3",
+                    "types-tabulate", "ml_dtypes")
+    session.run("ruff", "check", ".")
+    session.run("mypy", "tscore")
+
+
+@nox.session(python=PYTHON)
+def core(session: nox.Session) -> None:
+    """The core with no framework installed; the plugins are present but must be skipped."""
+    session.install(CORE)
+    # The plugin packages without their frameworks: tscore must skip them with a warning.
+    session.install("--no-deps", TORCH_PLUGIN, MS_PLUGIN)
+    session.run("python", "-c", "import importlib.util as u, sys; "
+                "sys.exit(any(u.find_spec(m) for m in ('torch', 'mindspore')))",
+                silent=True)
+    _pytest(session, "tests/core")
+
+
+@nox.session(python=PYTHON)
+def torch(session: nox.Session) -> None:
+    """The core and the PyTorch plugin, without MindSpore."""
+    session.install(*CONSTRAINTS, CORE, TORCH_PLUGIN)
+    _pytest(session, "tests/core", "tests/torch")
+
+
+@nox.session(python=PYTHON)
+def mindspore(session: nox.Session) -> None:
+    """The core and the MindSpore plugin, without torch."""
+    session.install(*CONSTRAINTS, CORE, MS_PLUGIN, MS_NUMPY)
+    _pytest(session, "tests/core", "tests/mindspore")
+
+
+@nox.session(python=PYTHON)
+def both(session: nox.Session) -> None:
+    """Both frameworks in one environment: every test, the cross-framework ones included."""
+    session.install(*CONSTRAINTS, CORE, TORCH_PLUGIN, MS_PLUGIN, MS_NUMPY)
+    _pytest(session, "tests")
+
+
+@nox.session(python=PYTHON)
+def example(session: nox.Session) -> None:
+    """Run the bundled example: a torch net and its MindSpore twin save tensors and gradients."""
+    session.install(*CONSTRAINTS, ".", TORCH_PLUGIN, MS_PLUGIN, MS_NUMPY)
+    session.run("python", "examples/save_twins.py", *(session.posargs or ["example_output"]))
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Benchmarks: import time and save throughput against plain np.save."""
+    session.install(*CONSTRAINTS, ".", TORCH_PLUGIN, MS_PLUGIN, MS_NUMPY)
+    session.run("python", "benchmarks/bench_save.py", *session.posargs)
