@@ -13,7 +13,7 @@ nox.options.sessions = ["lint", "core", "torch", "mindspore", "both"]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
 
-PYTHON = "3.11"
+PYTHON = None  # the interpreter nox runs with
 CONSTRAINTS = ("-c", ".ci/constraints.txt")
 CORE = ".[test]"
 TORCH_PLUGIN = "./plugins/ts_torch"
@@ -29,8 +29,15 @@ def _pytest(session: nox.Session, *paths: str) -> None:
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """Ruff over the whole tree, mypy over the core."""
-    session.install("ruff>=0.6", "mypy>=1.10", "pydantic>=2.4", "numpy>=1.25", "pluggy>=1.3",
-                    "types-tabulate", "ml_dtypes")
+    session.install(
+        "ruff>=0.6",
+        "mypy>=1.10",
+        "pydantic>=2.4",
+        "numpy>=1.25",
+        "pluggy>=1.3",
+        "types-tabulate",
+        "ml_dtypes",
+    )
     session.run("ruff", "check", ".")
     session.run("mypy", "tscore")
 
@@ -41,9 +48,12 @@ def core(session: nox.Session) -> None:
     session.install(CORE)
     # The plugin packages without their frameworks: tscore must skip them with a warning.
     session.install("--no-deps", TORCH_PLUGIN, MS_PLUGIN)
-    session.run("python", "-c", "import importlib.util as u, sys; "
-                "sys.exit(any(u.find_spec(m) for m in ('torch', 'mindspore')))",
-                silent=True)
+    session.run(
+        "python",
+        "-c",
+        "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) for m in ('torch', 'mindspore')))",
+        silent=True,
+    )
     _pytest(session, "tests/core")
 
 

@@ -1,3 +1,5 @@
+"""python -m tscore: the tscore command line."""
+
 import sys
 
 from tscore.cli import main

@@ -56,9 +56,7 @@ def _render_plugins(rows: list[dict[str, Any]]) -> str:
         ]
         for row in rows
     ]
-    return tabulate(
-        table, headers=["plugin", "status", "package", "framework", "hooks"], tablefmt="simple"
-    )
+    return tabulate(table, headers=["plugin", "status", "package", "framework", "hooks"], tablefmt="simple")
 
 
 def _cmd_plugins(args: argparse.Namespace) -> int:

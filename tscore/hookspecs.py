@@ -95,18 +95,21 @@ def ts_is_tensor(obj: object) -> bool | None:
 
 
 @hookspec(firstresult=True)
-def ts_to_numpy(obj: object) -> np.ndarray | None:
+def ts_to_numpy(obj: object, copy: bool) -> np.ndarray | None:
     """Convert one of your tensors to a numpy array on the host.
 
     ``firstresult``: return ``None`` for objects that are not yours.
 
     The array must hold the same values and the same dtype: bfloat16 becomes
     an ``ml_dtypes.bfloat16`` array, float16 stays float16, a 0-d tensor
-    becomes a 0-d array. Detach from autograd, copy from any device, and
-    return an array that does not share memory with a tensor the caller may
-    keep modifying (a later in-place update must not change what was saved).
+    becomes a 0-d array. Detach from autograd and copy from any device.
 
     :param obj: the object to convert.
+    :param copy: ``True``: the array must not share memory with the tensor
+        (a later in-place update of the tensor must not change it).
+        ``False``: the caller uses the array at once and drops it (``save``
+        writes it straight to disk), so a view of host memory is fine and
+        saves a copy.
     :return: a C-contiguous :class:`numpy.ndarray`, or ``None``.
     """
 

@@ -31,7 +31,7 @@ _temp_ids = itertools.count()
 _WIDEN_PREFIXES = (("bfloat", "float32"), ("float", "float32"), ("uint", "uint8"), ("int", "int8"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _loads_back(dtype: np.dtype) -> bool:
     """Say whether ``np.load`` reads an array of ``dtype`` back with the same dtype."""
     descr = np.lib.format.dtype_to_descr(dtype)
@@ -71,8 +71,7 @@ def ensure_folder(folder: str) -> None:
         os.makedirs(folder, exist_ok=True)
     except OSError as exc:
         raise TargetPathError(
-            f"cannot create the folder {folder!r}: {exc.strerror or exc}; "
-            "pass a path in a writable location"
+            f"cannot create the folder {folder!r}: {exc.strerror or exc}; pass a path in a writable location"
         ) from exc
 
 
@@ -91,8 +90,7 @@ def write_npy(path: str, array: np.ndarray) -> None:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
     except OSError as exc:
         raise TargetPathError(
-            f"cannot write {path!r}: {exc.strerror or exc}; "
-            "check that the folder exists and is writable"
+            f"cannot write {path!r}: {exc.strerror or exc}; check that the folder exists and is writable"
         ) from exc
     try:
         with os.fdopen(fd, "wb") as stream:

@@ -30,11 +30,11 @@ def ts_is_tensor(obj: object) -> bool | None:
 
 
 @hookimpl(trylast=True)
-def ts_to_numpy(obj: object) -> np.ndarray | None:
-    """Return a C-contiguous copy, so later in-place changes do not reach the saved data."""
+def ts_to_numpy(obj: object, copy: bool) -> np.ndarray | None:
+    """Return a C-contiguous array; a copy when ``copy`` is set."""
     if not isinstance(obj, (np.ndarray, np.generic)):
         return None
-    return np.array(obj, copy=True, order="C")
+    return np.array(obj, copy=True, order="C") if copy else np.asarray(obj, order="C")
 
 
 @hookimpl(trylast=True)

@@ -111,7 +111,11 @@ def _load_entry_points(pm: TscorePluginManager, selected: set[str] | None) -> No
         version = ep.dist.version if ep.dist is not None else None
         if selected is not None and ep.name not in selected:
             pm.records[ep.name] = PluginRecord(
-                ep.name, ep.value, dist, version, status="not selected",
+                ep.name,
+                ep.value,
+                dist,
+                version,
+                status="not selected",
                 reason=f"not named in {PLUGINS_ENV_VAR}",
             )
             continue
@@ -140,7 +144,9 @@ def _load_entry_points(pm: TscorePluginManager, selected: set[str] | None) -> No
         for missing in sorted(selected - seen):
             log.warning(
                 "%s names %r, but no installed plugin has that name (installed: %s)",
-                PLUGINS_ENV_VAR, missing, ", ".join(sorted(seen)) or "none",
+                PLUGINS_ENV_VAR,
+                missing,
+                ", ".join(sorted(seen)) or "none",
             )
 
 

@@ -77,7 +77,8 @@ class _Converted:
 
 def _convert(path: tuple[str, ...], tensor: object) -> _Converted:
     meta = tensor_meta(tensor)
-    return _Converted(path, to_numpy(tensor), meta.model_dump(mode="json"))
+    # No defensive copy: the array is written to disk before save returns.
+    return _Converted(path, to_numpy(tensor, copy=False), meta.model_dump(mode="json"))
 
 
 def _write(
@@ -164,9 +165,7 @@ class _GradTarget:
     def attach(self, tensor: object) -> object:
         """Take an id now and hook ``tensor`` so that its gradient is written when backward runs."""
         save_id = next_save_id()
-        hooked = hook().ts_attach_grad_hook(
-            tensor=tensor, callback=functools.partial(self.write, save_id)
-        )
+        hooked = hook().ts_attach_grad_hook(tensor=tensor, callback=functools.partial(self.write, save_id))
         if hooked is None:
             raise UnsupportedObjectError(
                 f"save_grad: no loaded tscore plugin can hook the gradient of {type_name(tensor)}; "

@@ -30,14 +30,16 @@ def is_tensor(obj: object) -> bool:
     return bool(hook().ts_is_tensor(obj=obj))
 
 
-def to_numpy(obj: object) -> np.ndarray:
+def to_numpy(obj: object, copy: bool = True) -> np.ndarray:
     """Convert a tensor of any loaded framework to a numpy array with the same dtype.
 
-    bfloat16 arrives as an ``ml_dtypes.bfloat16`` array.
+    bfloat16 arrives as an ``ml_dtypes.bfloat16`` array. With ``copy=False``
+    the array may share memory with the tensor: use it before the tensor
+    changes.
 
     :raises UnsupportedObjectError: naming the type, when no plugin claims ``obj``.
     """
-    array = hook().ts_to_numpy(obj=obj)
+    array = hook().ts_to_numpy(obj=obj, copy=copy)
     if array is None:
         raise _unsupported(obj, "convert")
     return array

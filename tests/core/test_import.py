@@ -31,7 +31,10 @@ def run_isolation_probe(folder, env_extra=None):
         env["MS_JIT_IGNORE_MODULES"] = env_extra["MS_JIT_IGNORE_MODULES"]
     out = subprocess.run(
         [sys.executable, "-c", ISOLATION_PROBE, str(folder)],
-        capture_output=True, text=True, check=True, env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
     ).stdout
     return json.loads(out.strip().splitlines()[-1])
 

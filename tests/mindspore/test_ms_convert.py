@@ -1,7 +1,7 @@
 """MindSpore tensors and Parameters to numpy and back, through the plugin hooks."""
 
-import ml_dtypes
 import mindspore as ms
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -11,9 +11,15 @@ import tscore as ts
 @pytest.mark.parametrize(
     ("dtype", "np_dtype"),
     [
-        (ms.float32, np.float32), (ms.float64, np.float64), (ms.float16, np.float16),
-        (ms.int8, np.int8), (ms.int32, np.int32), (ms.int64, np.int64),
-        (ms.uint8, np.uint8), (ms.bool_, np.bool_), (ms.complex64, np.complex64),
+        (ms.float32, np.float32),
+        (ms.float64, np.float64),
+        (ms.float16, np.float16),
+        (ms.int8, np.int8),
+        (ms.int32, np.int32),
+        (ms.int64, np.int64),
+        (ms.uint8, np.uint8),
+        (ms.bool_, np.bool_),
+        (ms.complex64, np.complex64),
     ],
 )
 def test_dtypes_are_kept(dtype, np_dtype):

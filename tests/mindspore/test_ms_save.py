@@ -49,7 +49,7 @@ def run_spec001(path):
     grad_fn = ms.grad(
         forward_fn, grad_position=None, weights=net.trainable_params(), has_aux=True, return_ids=True
     )
-    grads, _ = grad_fn(ms.Tensor(data), ms.Tensor(label))
+    _grads, _ = grad_fn(ms.Tensor(data), ms.Tensor(label))
     time.sleep(0.1)
     return sorted(map(str, Path(path).glob("*.npy")))
 
@@ -58,7 +58,9 @@ def test_spec001_mindspore_example_prints_the_listed_files(in_tmp):
     ms.set_context(mode=ms.PYNATIVE_MODE)
     files = run_spec001("./ms_ts_save/")
     assert files == [
-        "ms_ts_save/0_input.npy", "ms_ts_save/1_dense.npy", "ms_ts_save/2_dense_backward.npy",
+        "ms_ts_save/0_input.npy",
+        "ms_ts_save/1_dense.npy",
+        "ms_ts_save/2_dense_backward.npy",
     ]
     np.testing.assert_allclose(np.load("ms_ts_save/2_dense_backward.npy"), [[-0.5, 0.5]])
 
@@ -76,7 +78,9 @@ def test_spec001_in_graph_mode_saves_the_same_values(in_tmp):
     assert len(files) == 3
     for stem in ("input", "dense", "dense_backward"):
         (graph_file,) = Path("graph").glob(f"*_{stem}.npy")
-        np.testing.assert_array_equal(np.load(graph_file), np.load(next(Path("pynative").glob(f"*_{stem}.npy"))))
+        np.testing.assert_array_equal(
+            np.load(graph_file), np.load(next(Path("pynative").glob(f"*_{stem}.npy")))
+        )
 
 
 class NetWorkSave(nn.Cell):
@@ -101,8 +105,12 @@ def test_spec003_mindspore_example_names(ms_mode, in_tmp):
     net([x1, x2])
     net({"x1": x1, "x2": x2})
     assert npy_names(in_tmp / "save") == [
-        "0_ms_tensor.npy", "1_ms_tensor.npy", "2_ms_tensor_0.npy", "2_ms_tensor_1.npy",
-        "3_ms_tensor_x1.npy", "3_ms_tensor_x2.npy",
+        "0_ms_tensor.npy",
+        "1_ms_tensor.npy",
+        "2_ms_tensor_0.npy",
+        "2_ms_tensor_1.npy",
+        "3_ms_tensor_x1.npy",
+        "3_ms_tensor_x2.npy",
     ]
     assert np.load(in_tmp / "save" / "1_ms_tensor.npy") == np.float32(0.4985)
     assert np.load(in_tmp / "save" / "3_ms_tensor_x1.npy") == np.float32(-0.5962)

@@ -11,10 +11,16 @@ import tscore as ts
 @pytest.mark.parametrize(
     ("dtype", "np_dtype"),
     [
-        (torch.float32, np.float32), (torch.float64, np.float64), (torch.float16, np.float16),
-        (torch.int8, np.int8), (torch.int32, np.int32), (torch.int64, np.int64),
-        (torch.uint8, np.uint8), (torch.bool, np.bool_),
-        (torch.complex64, np.complex64), (torch.complex128, np.complex128),
+        (torch.float32, np.float32),
+        (torch.float64, np.float64),
+        (torch.float16, np.float16),
+        (torch.int8, np.int8),
+        (torch.int32, np.int32),
+        (torch.int64, np.int64),
+        (torch.uint8, np.uint8),
+        (torch.bool, np.bool_),
+        (torch.complex64, np.complex64),
+        (torch.complex128, np.complex128),
     ],
 )
 def test_dtypes_are_kept(dtype, np_dtype):

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import tscore as ts
-from tscore import npy_files
 from tests.conftest import npy_names
+from tscore import npy_files
 
 
 class NetWithSaveGrad(torch.nn.Module):
@@ -48,7 +48,8 @@ def test_spec001_torch_example_prints_the_listed_files(in_tmp):
     time.sleep(0.1)
     files = sorted(map(str, Path(path).glob("*.npy")))
     assert files == [
-        "torch_ts_save/0_input.npy", "torch_ts_save/1_dense.npy",
+        "torch_ts_save/0_input.npy",
+        "torch_ts_save/1_dense.npy",
         "torch_ts_save/2_dense_backward.npy",
     ]
     # zero weights: softmax is uniform, so d loss / d logits = softmax - label

@@ -82,13 +82,13 @@ def ts_tensor_meta(obj: object) -> TensorMeta | None:
 
 
 def _ml_dtype(name: str) -> np.dtype | None:
-    """The ml_dtypes type called ``name`` (MindSpore registers look-alikes of its own)."""
+    """Return the ml_dtypes type called ``name`` (MindSpore registers look-alikes of its own)."""
     found = getattr(ml_dtypes, name, None)
     return np.dtype(found) if found is not None else None
 
 
 @hookimpl
-def ts_to_numpy(obj: object) -> np.ndarray | None:
+def ts_to_numpy(obj: object, copy: bool) -> np.ndarray | None:
     """Copy a MindSpore tensor or Parameter to a host numpy array of the same dtype.
 
     MindSpore hands bfloat16 and float8 out as numpy dtypes of its own; they
@@ -106,9 +106,8 @@ def ts_to_numpy(obj: object) -> np.ndarray | None:
         else:
             carrier = np.dtype(f"u{array.dtype.itemsize}")
             array = array.view(carrier).view(target)
-    # asnumpy() shares the tensor's memory on CPU: copy, so that a later
-    # in-place update cannot change what was saved.
-    return np.array(array, copy=True, order="C")
+    # asnumpy() shares the tensor's memory on CPU: copy when asked.
+    return np.array(array, copy=True, order="C") if copy else np.asarray(array, order="C")
 
 
 @hookimpl
@@ -208,7 +207,7 @@ def ts_model_grads(model: object, grads: object | None) -> dict[str, object] | N
             f"get_grads: {len(values)} gradients for {len(names)} trainable parameters of "
             f"{type(model).__name__}; pass the gradients of net.trainable_params() in order"
         )
-    return {f"{name}_{index}": grad for index, (name, grad) in enumerate(zip(names, values))}
+    return {f"{name}_{index}": grad for index, (name, grad) in enumerate(zip(names, values, strict=True))}
 
 
 @hookimpl

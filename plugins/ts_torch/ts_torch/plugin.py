@@ -92,7 +92,7 @@ def ts_tensor_meta(obj: object) -> TensorMeta | None:
 
 
 @hookimpl
-def ts_to_numpy(obj: object) -> np.ndarray | None:
+def ts_to_numpy(obj: object, copy: bool) -> np.ndarray | None:
     """Copy a torch tensor to a host numpy array of the same dtype.
 
     Works for tensors that require grad, views, conjugated or negated views,
@@ -121,9 +121,11 @@ def ts_to_numpy(obj: object) -> np.ndarray | None:
         array, copied = t.to(torch.complex64).numpy(), True
     else:
         array = t.numpy()
-    # A CPU tensor's .numpy() shares its memory: copy, so that a later
-    # in-place update of the tensor cannot change what was saved.
-    return np.ascontiguousarray(array) if copied else np.array(array, copy=True, order="C")
+    # A CPU tensor's .numpy() shares its memory: copy when asked, so that a
+    # later in-place update of the tensor cannot change the array.
+    if copy and not copied:
+        return np.array(array, copy=True, order="C")
+    return np.asarray(array, order="C")
 
 
 @hookimpl
@@ -136,7 +138,7 @@ def ts_from_numpy(array: np.ndarray, framework: str, like: object | None) -> Any
 
     for name, (source, _, carrier) in _BIT_CAST.items():
         if array.dtype == np.dtype(source):
-            tensor = torch.from_numpy(np.ascontiguousarray(array).view(carrier).copy())
+            tensor = torch.from_numpy(np.asarray(array, order="C").view(carrier).copy())
             tensor = tensor.view(getattr(torch, name))
             break
     else:
@@ -189,7 +191,7 @@ def ts_model_grads(model: object, grads: object | None) -> dict[str, object] | N
             )
     return {
         f"{name}_{index}": grad
-        for index, ((name, _), grad) in enumerate(zip(trainable, values))
+        for index, ((name, _), grad) in enumerate(zip(trainable, values, strict=True))
         if grad is not None
     }
 

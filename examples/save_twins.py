@@ -1,0 +1,94 @@
+"""A torch network and its MindSpore twin save tensors and gradients into two folders.
+
+Run it with ``nox -s example`` (or ``python examples/save_twins.py OUT`` where
+tscore, ts_torch and ts_mindspore are installed). Both networks get the same
+weights and the same input; each saves its input, its hidden activation, the
+gradient flowing back into that activation and its named parameter gradients,
+under the same file names, so the two folders pair file by file.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import mindspore as ms
+import numpy as np
+import torch
+
+import tscore as ts
+
+
+class TorchNet(torch.nn.Module):
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.fc1 = torch.nn.Linear(4, 8)
+        self.act = torch.nn.ReLU()
+        self.fc2 = torch.nn.Linear(8, 3)
+        self.path = path
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ts.save(self.path + "input", x)
+        h = self.act(self.fc1(x))
+        ts.save(self.path + "hidden", h)
+        h = ts.save_grad(self.path + "hidden", h)
+        return self.fc2(h)
+
+
+class MsNet(ms.nn.Cell):
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.fc1 = ms.nn.Dense(4, 8)
+        self.act = ms.nn.ReLU()
+        self.fc2 = ms.nn.Dense(8, 3)
+        self.path = path
+
+    def construct(self, x: ms.Tensor) -> ms.Tensor:
+        ts.save(self.path + "input", x)
+        h = self.act(self.fc1(x))
+        ts.save(self.path + "hidden", h)
+        h = ts.save_grad(self.path + "hidden", h)
+        return self.fc2(h)
+
+
+def copy_weights(source: TorchNet, target: MsNet) -> None:
+    """Give the MindSpore twin the torch weights (Linear and Dense share a layout)."""
+    for name, param in target.parameters_and_names():
+        param.set_data(ms.Tensor(source.state_dict()[name].numpy()))
+
+
+def main(out: str) -> None:
+    ts.seed_all(1234)
+    root = Path(out)
+    x = np.random.randn(2, 4).astype(np.float32)
+    target = np.random.randn(2, 3).astype(np.float32)
+
+    ts.reset_save_id()
+    pt_net = TorchNet(str(root / "torch") + "/")
+    loss = torch.nn.functional.mse_loss(pt_net(torch.tensor(x)), torch.tensor(target))
+    loss.backward()
+    ts.save(str(root / "torch" / "grads"), ts.widget.get_pt_grads(pt_net))
+
+    ts.reset_save_id()
+    ms_net = MsNet(str(root / "mindspore") + "/")
+    copy_weights(pt_net, ms_net)
+
+    def forward(data: ms.Tensor, label: ms.Tensor) -> ms.Tensor:
+        return ms.ops.mse_loss(ms_net(data), label)
+
+    grad_fn = ms.value_and_grad(forward, None, ms_net.trainable_params())
+    _, grads = grad_fn(ms.Tensor(x), ms.Tensor(target))
+    ts.save(str(root / "mindspore" / "grads"), ts.widget.get_ms_grads(ms_net, grads))
+
+    for side in ("torch", "mindspore"):
+        names = sorted(p.name for p in (root / side).glob("*.npy"))
+        print(f"{side}: {names}")
+    worst = max(
+        float(np.abs(np.load(p) - np.load(root / "mindspore" / p.name)).max())
+        for p in (root / "torch").glob("*.npy")
+    )
+    print(f"largest difference between the twins: {worst:.3g}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "example_output")
