@@ -6,7 +6,6 @@ numpy data with no backend installed.
 
 from __future__ import annotations
 
-import importlib.metadata
 import random
 
 import numpy as np
@@ -20,7 +19,7 @@ FRAMEWORK = "numpy"
 @hookimpl
 def ts_framework_info() -> FrameworkInfo:
     """Name numpy as the framework of this plugin."""
-    return FrameworkInfo(name=FRAMEWORK, version=importlib.metadata.version("numpy"), imported=True)
+    return FrameworkInfo.installed(FRAMEWORK)
 
 
 @hookimpl(trylast=True)

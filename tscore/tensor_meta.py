@@ -7,6 +7,9 @@ as the framework spells it, its shape and its device.
 
 from __future__ import annotations
 
+import importlib.metadata
+import sys
+
 from pydantic import BaseModel, ConfigDict
 
 
@@ -34,3 +37,16 @@ class FrameworkInfo(BaseModel):
     name: str
     version: str | None = None
     imported: bool = False
+
+    @classmethod
+    def installed(cls, module: str, distribution: str | None = None) -> FrameworkInfo:
+        """Describe the installed framework whose top-level module is ``module``, without importing it.
+
+        :param module: the import name (``"torch"``), also the framework name.
+        :param distribution: the package name when it differs from ``module``.
+        """
+        try:
+            version: str | None = importlib.metadata.version(distribution or module)
+        except importlib.metadata.PackageNotFoundError:
+            version = None
+        return cls(name=module, version=version, imported=module in sys.modules)

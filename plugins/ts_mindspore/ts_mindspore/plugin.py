@@ -15,7 +15,6 @@ tscore function, which MindSpore runs at run time with the real gradient.
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import logging
 import sys
@@ -54,11 +53,7 @@ def _as_tensor(obj: object) -> Any:
 @hookimpl
 def ts_framework_info() -> FrameworkInfo:
     """Name MindSpore, its installed version and whether it is imported."""
-    return FrameworkInfo(
-        name=FRAMEWORK,
-        version=importlib.metadata.version("mindspore"),
-        imported=_ms() is not None,
-    )
+    return FrameworkInfo.installed(FRAMEWORK)
 
 
 @hookimpl

@@ -8,7 +8,6 @@ not installed at all, so tscore skips it with one warning.
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import logging
 import os
@@ -64,11 +63,7 @@ def _dtype_name(tensor: torch.Tensor) -> str:
 @hookimpl
 def ts_framework_info() -> FrameworkInfo:
     """Name PyTorch, its installed version and whether it is imported."""
-    return FrameworkInfo(
-        name=FRAMEWORK,
-        version=importlib.metadata.version("torch"),
-        imported=_torch() is not None,
-    )
+    return FrameworkInfo.installed(FRAMEWORK)
 
 
 @hookimpl
