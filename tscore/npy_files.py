@@ -53,9 +53,9 @@ def storable(array: np.ndarray) -> np.ndarray:
     dtype = array.dtype
     if dtype.kind == "O":
         raise UnsupportedObjectError("cannot save an object array: .npy files hold numbers only")
-    if dtype.fields is None and _loads_back(dtype):
-        return array
     if dtype.fields is None:
+        if _loads_back(dtype):
+            return array
         for prefix, wide in _WIDEN_PREFIXES:
             if dtype.name.startswith(prefix):
                 return array.astype(wide)

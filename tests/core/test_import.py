@@ -1,6 +1,7 @@
 """import tscore stays light and has one documented effect outside itself."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -23,12 +24,8 @@ print(json.dumps({"import": after_import, "use": after_use, "env": changed,
 
 def run_isolation_probe(folder, env_extra=None):
     """Import tscore in a fresh interpreter, save numpy data, report what got imported."""
-    import os
-
-    env = {**os.environ, **(env_extra or {})}
-    env.pop("MS_JIT_IGNORE_MODULES", None)
-    if env_extra and "MS_JIT_IGNORE_MODULES" in env_extra:
-        env["MS_JIT_IGNORE_MODULES"] = env_extra["MS_JIT_IGNORE_MODULES"]
+    env = {k: v for k, v in os.environ.items() if k != "MS_JIT_IGNORE_MODULES"}
+    env.update(env_extra or {})
     out = subprocess.run(
         [sys.executable, "-c", ISOLATION_PROBE, str(folder)],
         capture_output=True,

@@ -33,14 +33,15 @@ log = logging.getLogger(__name__)
 FRAMEWORK = "torch"
 
 # torch dtypes that numpy cannot hold, by name, with the ml_dtypes type of the
-# same bits and the unsigned integer type of the same width used to move them.
+# same bits and the integer type of the same width (same name in torch and
+# numpy) that carries the bits across.
 _BIT_CAST = {
-    "bfloat16": (ml_dtypes.bfloat16, "int16", np.int16),
-    "float8_e4m3fn": (ml_dtypes.float8_e4m3fn, "uint8", np.uint8),
-    "float8_e4m3fnuz": (ml_dtypes.float8_e4m3fnuz, "uint8", np.uint8),
-    "float8_e5m2": (ml_dtypes.float8_e5m2, "uint8", np.uint8),
-    "float8_e5m2fnuz": (ml_dtypes.float8_e5m2fnuz, "uint8", np.uint8),
-    "float8_e8m0fnu": (ml_dtypes.float8_e8m0fnu, "uint8", np.uint8),
+    "bfloat16": (ml_dtypes.bfloat16, np.int16),
+    "float8_e4m3fn": (ml_dtypes.float8_e4m3fn, np.uint8),
+    "float8_e4m3fnuz": (ml_dtypes.float8_e4m3fnuz, np.uint8),
+    "float8_e5m2": (ml_dtypes.float8_e5m2, np.uint8),
+    "float8_e5m2fnuz": (ml_dtypes.float8_e5m2fnuz, np.uint8),
+    "float8_e8m0fnu": (ml_dtypes.float8_e8m0fnu, np.uint8),
 }
 
 
@@ -110,8 +111,8 @@ def ts_to_numpy(obj: object, copy: bool) -> np.ndarray | None:
     t = t.cpu().contiguous()
     name = _dtype_name(t)
     if name in _BIT_CAST:
-        target, carrier_name, _ = _BIT_CAST[name]
-        array = t.view(getattr(torch, carrier_name)).numpy().view(target)
+        target, carrier = _BIT_CAST[name]
+        array = t.view(getattr(torch, np.dtype(carrier).name)).numpy().view(target)
     elif t.dtype == torch.complex32:
         array, copied = t.to(torch.complex64).numpy(), True
     else:
@@ -131,7 +132,7 @@ def ts_from_numpy(array: np.ndarray, framework: str, like: object | None) -> Any
         return None
     import torch
 
-    for name, (source, _, carrier) in _BIT_CAST.items():
+    for name, (source, carrier) in _BIT_CAST.items():
         if array.dtype == np.dtype(source):
             tensor = torch.from_numpy(np.asarray(array, order="C").view(carrier).copy())
             tensor = tensor.view(getattr(torch, name))
