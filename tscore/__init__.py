@@ -8,7 +8,7 @@ framework; plugins load on first use.
 
 from __future__ import annotations
 
-from tscore import mindspore_jit, widget
+from tscore import migrator, mindspore_jit, widget
 from tscore.errors import (
     InvalidNameError,
     PluginError,
@@ -36,6 +36,7 @@ __all__ = [
     "from_numpy",
     "hookimpl",
     "is_tensor",
+    "migrator",
     "register_plugin",
     "reset_save_id",
     "save",

@@ -1,0 +1,237 @@
+"""Pairing the ``.npy`` files of two folders: by name, by number, by shape edit distance.
+
+Each strategy returns ``[(orig_file, target_file), ...]`` with None on the
+side where a file has no partner, ready for ``name_map_list``.
+
+Files are ordered as ``ts.save`` numbers them: by the first number in the
+name, then the last, then (for files of one ``save`` call, which share both)
+by the order in which ``tscore_meta.jsonl`` recorded them, then by name.
+Names without digits come after numbered ones; folders mixing both work.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tscore.compare.npy_layout import NpyReadError, read_npy_layout
+from tscore.errors import TargetPathError
+from tscore.npy_files import META_FILE_NAME, read_meta
+
+logger = logging.getLogger(__name__)
+
+NameMap = list[tuple[str | None, str | None]]
+
+_NUMBER = re.compile(r"\d+")
+
+
+@dataclass(frozen=True)
+class FolderListing:
+    """The ``.npy`` files of one folder in compare order, and the other files it ignored."""
+
+    folder: str
+    npy: list[str]
+    ignored: list[str] = field(default_factory=list)
+
+
+def _order_key(name: str, written: dict[str, int]) -> tuple[object, ...]:
+    numbers = [int(n) for n in _NUMBER.findall(name)]
+    if not numbers:
+        return (1, 0, 0, len(written), name)
+    return (0, numbers[0], numbers[-1], written.get(name, len(written)), name)
+
+
+def list_folder(folder: str | os.PathLike[str], role: str = "folder") -> FolderListing:
+    """List the ``.npy`` files directly in ``folder`` in compare order.
+
+    Other files are returned as ``ignored`` (tscore's own
+    ``tscore_meta.jsonl`` is not counted); subfolders are not entered.
+
+    :raises TargetPathError: naming the folder when it does not exist, is not
+        a folder or holds no ``.npy`` file. ``role`` (``"orig_dir"``...) says
+        which argument it came from.
+    """
+    path = os.fspath(folder)
+    if not os.path.isdir(path):
+        what = "does not exist" if not os.path.exists(path) else "is not a folder"
+        raise TargetPathError(f"{role} {path!r} {what}; pass the folder that ts.save wrote")
+    try:
+        entries = [e for e in os.scandir(path) if e.is_file()]
+    except OSError as exc:
+        raise TargetPathError(f"{role} {path!r} cannot be listed: {exc.strerror or exc}") from exc
+    npy = [e.name for e in entries if e.name.endswith(".npy")]
+    ignored = sorted(e.name for e in entries if not e.name.endswith(".npy") and e.name != META_FILE_NAME)
+    if not npy:
+        raise TargetPathError(f"{role} {path!r} holds no .npy file; pass the folder that ts.save wrote")
+    written = {name: rank for rank, name in enumerate(read_meta(path))}
+    npy.sort(key=lambda name: _order_key(name, written))
+    return FolderListing(path, npy, ignored)
+
+
+def map_by_name(orig: Sequence[str], target: Sequence[str]) -> NameMap:
+    """Pair equal names, in ``orig``'s order; unpaired target files follow, in their order."""
+    remaining = set(target)
+    pairs: NameMap = []
+    for name in orig:
+        if name in remaining:
+            remaining.discard(name)
+            pairs.append((name, name))
+        else:
+            pairs.append((name, None))
+    pairs.extend((None, name) for name in target if name in remaining)
+    return pairs
+
+
+def map_by_number(orig: Sequence[str], target: Sequence[str]) -> NameMap:
+    """Pair the i-th file of each ordered list; the longer list's extra files get None."""
+    length = max(len(orig), len(target))
+    return [
+        (orig[i] if i < len(orig) else None, target[i] if i < len(target) else None) for i in range(length)
+    ]
+
+
+def align_by_edit_distance(
+    orig: Sequence[object],
+    target: Sequence[object],
+    *,
+    del_cost: float = 1,
+    ins_cost: float = 1,
+    rep_cost: float = 5,
+) -> tuple[float, list[tuple[int | None, int | None]]]:
+    """Align two sequences with the least total cost of deletions, insertions and replacements.
+
+    Equal items pair for free; pairing unequal items costs ``rep_cost``.
+    Returns the cost and the index pairs, with None for a deleted (orig
+    only) or inserted (target only) item. Ties are resolved as
+    TroubleShooter does: when several alignments cost the same, unpaired
+    items are placed as late as possible.
+    """
+    for label, cost in (("del_cost", del_cost), ("ins_cost", ins_cost), ("rep_cost", rep_cost)):
+        if cost < 0:
+            raise ValueError(f"{label} must be >= 0, got {cost}")
+    m, n = len(orig), len(target)
+    dp = [[0.0] * (n + 1) for _ in range(m + 1)]
+    for i in range(1, m + 1):
+        dp[i][0] = dp[i - 1][0] + del_cost
+    for j in range(1, n + 1):
+        dp[0][j] = dp[0][j - 1] + ins_cost
+    for i in range(1, m + 1):
+        for j in range(1, n + 1):
+            diagonal = dp[i - 1][j - 1] + (0 if orig[i - 1] == target[j - 1] else rep_cost)
+            dp[i][j] = min(diagonal, dp[i - 1][j] + del_cost, dp[i][j - 1] + ins_cost)
+    pairs: list[tuple[int | None, int | None]] = []
+    i, j = m, n
+    while i > 0 or j > 0:
+        equal = i > 0 and j > 0 and orig[i - 1] == target[j - 1]
+        steps = ("delete", "pair", "insert") if equal else ("delete", "insert", "pair")
+        for step in steps:
+            if step == "delete" and i > 0 and dp[i][j] == dp[i - 1][j] + del_cost:
+                pairs.append((i - 1, None))
+                i -= 1
+                break
+            if step == "insert" and j > 0 and dp[i][j] == dp[i][j - 1] + ins_cost:
+                pairs.append((None, j - 1))
+                j -= 1
+                break
+            if step == "pair" and i > 0 and j > 0:
+                if dp[i][j] == dp[i - 1][j - 1] + (0 if equal else rep_cost):
+                    pairs.append((i - 1, j - 1))
+                    i, j = i - 1, j - 1
+                    break
+    pairs.reverse()
+    return dp[m][n], pairs
+
+
+class _NeverEqual:
+    """Stand-in for an unreadable file's shape: equal to nothing, itself included."""
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _shape_key(folder: str, name: str) -> object:
+    """Return the shape in ``name``'s header, or a value equal to no shape when the file is unreadable."""
+    try:
+        return read_npy_layout(os.path.join(folder, name)).shape
+    except NpyReadError as exc:
+        logger.warning("%s; it pairs with no file by shape", exc)
+        return _NeverEqual()
+
+
+def map_by_shape(
+    orig: FolderListing, target: FolderListing, *, del_cost: float, ins_cost: float, rep_cost: float
+) -> NameMap:
+    """Pair the ordered files of two folders by the edit distance of their shape sequences."""
+    orig_shapes = [_shape_key(orig.folder, n) for n in orig.npy]
+    target_shapes = [_shape_key(target.folder, n) for n in target.npy]
+    cost, pairs = align_by_edit_distance(
+        orig_shapes, target_shapes, del_cost=del_cost, ins_cost=ins_cost, rep_cost=rep_cost
+    )
+    if cost:
+        logger.warning(
+            "the files of %s and %s differ in number or shape (edit cost %g): some may be paired wrongly",
+            orig.folder,
+            target.folder,
+            cost,
+        )
+    return [
+        (orig.npy[a] if a is not None else None, target.npy[b] if b is not None else None) for a, b in pairs
+    ]
+
+
+def _warn_unpaired(pairs: NameMap, orig_dir: str, target_dir: str) -> None:
+    unpaired = sum(1 for a, b in pairs if a is None or b is None)
+    if unpaired:
+        logger.warning("%d file(s) of %s and %s have no partner", unpaired, orig_dir, target_dir)
+
+
+def get_name_map_list_by_name(
+    orig_dir: str | os.PathLike[str], target_dir: str | os.PathLike[str]
+) -> NameMap:
+    """Pair files of the same name; files found on one side only get None on the other.
+
+    :raises TargetPathError: when a folder is missing or holds no ``.npy`` file.
+    """
+    orig, target = list_folder(orig_dir, "orig_dir"), list_folder(target_dir, "target_dir")
+    pairs = map_by_name(orig.npy, target.npy)
+    _warn_unpaired(pairs, orig.folder, target.folder)
+    return pairs
+
+
+def get_name_map_list_by_number(
+    orig_dir: str | os.PathLike[str], target_dir: str | os.PathLike[str]
+) -> NameMap:
+    """Order each folder's files by the numbers in their names and pair them in that order.
+
+    :raises TargetPathError: when a folder is missing or holds no ``.npy`` file.
+    """
+    orig, target = list_folder(orig_dir, "orig_dir"), list_folder(target_dir, "target_dir")
+    pairs = map_by_number(orig.npy, target.npy)
+    _warn_unpaired(pairs, orig.folder, target.folder)
+    return pairs
+
+
+def get_name_map_list_by_shape_edit_distance(
+    orig_dir: str | os.PathLike[str],
+    target_dir: str | os.PathLike[str],
+    *,
+    del_cost: float = 1,
+    ins_cost: float = 1,
+    rep_cost: float = 5,
+) -> NameMap:
+    """Order both folders by number, then pair them by the least edit distance of their shapes.
+
+    Suits gradients, whose MindSpore files carry no parameter names: a
+    parameter missing on one side costs ``del_cost`` or ``ins_cost``, pairing
+    files of different shapes costs ``rep_cost``. Only the ``.npy`` headers
+    are read, never the data.
+
+    :raises TargetPathError: when a folder is missing or holds no ``.npy`` file.
+    """
+    orig, target = list_folder(orig_dir, "orig_dir"), list_folder(target_dir, "target_dir")
+    return map_by_shape(orig, target, del_cost=del_cost, ins_cost=ins_cost, rep_cost=rep_cost)
