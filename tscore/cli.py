@@ -1,8 +1,13 @@
 """The ``tscore`` command line.
 
 ``tscore plugins`` lists the plugins found, their versions, the framework
-each serves and the hooks each implements (``--json`` for a program). Exit
-status: 0 on success, 2 on a usage error.
+each serves and the hooks each implements (``--json`` for a program).
+
+``tscore compare DIR_A DIR_B`` compares two folders of ``.npy`` files as
+``ts.migrator.compare_npy_dir`` does, so it can gate a CI job.
+
+Exit status: 0 on success (for ``compare``: every pair within tolerance), 1
+when ``compare`` found a pair that is not, 2 on a usage error or bad input.
 """
 
 from __future__ import annotations
@@ -17,6 +22,9 @@ from typing import Any
 from tabulate import tabulate
 
 from tscore import __version__
+from tscore.compare.engine import MATCH_STRATEGIES, compare_npy_dir
+from tscore.compare.kernels import KERNEL_NAMES
+from tscore.errors import TscoreError
 from tscore.plugins import get_plugin_manager
 
 
@@ -68,6 +76,85 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_compare(args: argparse.Namespace) -> int:
+    json_to_stdout = args.json == "-"
+    quiet = args.quiet or json_to_stdout
+    report = compare_npy_dir(
+        args.orig_dir,
+        args.target_dir,
+        args.rtol,
+        args.atol,
+        args.equal_nan,
+        compare_shape=args.compare_shape or args.match == "shape",
+        num_processes=args.processes,
+        print_level=0 if quiet else (2 if args.only_failed else 1),
+        match=args.match,
+        kernel=args.kernel,
+    )
+    if args.csv:
+        report.write(_with_suffix(args.csv, ".csv"))
+    if json_to_stdout:
+        print(report.to_json())
+    elif args.json:
+        report.write(_with_suffix(args.json, ".json"))
+    return 0 if report.passed else 1
+
+
+def _with_suffix(path: str, suffix: str) -> str:
+    """``report.write`` picks the format from the suffix: make sure the file gets the one asked for."""
+    return path if path.lower().endswith(suffix) else path + suffix
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
+def _add_compare(commands: Any) -> None:
+    compare = commands.add_parser(
+        "compare",
+        help="compare two folders of .npy files (exit 0: all within tolerance, 1: not)",
+        description="Compare the .npy files of two folders pair by pair, as ts.migrator.compare_npy_dir.",
+    )
+    compare.add_argument("orig_dir", metavar="DIR_A", help="folder of the original run")
+    compare.add_argument("target_dir", metavar="DIR_B", help="folder of the run to check against it")
+    compare.add_argument(
+        "--match",
+        choices=MATCH_STRATEGIES,
+        default="name",
+        help="pair files by identical name (default), by the numbers in their names, or by shape "
+        "edit distance (gradients)",
+    )
+    compare.add_argument("--rtol", type=_non_negative, default=1e-4, help="relative tolerance (default 1e-4)")
+    compare.add_argument("--atol", type=_non_negative, default=1e-4, help="absolute tolerance (default 1e-4)")
+    compare.add_argument("--equal-nan", action="store_true", help="count NaN against NaN as equal")
+    compare.add_argument("--compare-shape", action="store_true", help="show the shape columns")
+    compare.add_argument("--csv", metavar="FILE", help="also write every metric to a CSV file")
+    compare.add_argument("--json", metavar="FILE", help="also write the report as JSON ('-': to stdout only)")
+    compare.add_argument("--only-failed", action="store_true", help="print only the pairs that failed")
+    compare.add_argument("-q", "--quiet", action="store_true", help="print no table")
+    compare.add_argument("--processes", type=_positive_int, help="worker processes (default: automatic)")
+    compare.add_argument(
+        "--kernel", choices=KERNEL_NAMES, help="compare kernel (default: numba when installed)"
+    )
+    compare.set_defaults(run=_cmd_compare)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the argument parser of the ``tscore`` command."""
     parser = argparse.ArgumentParser(
@@ -79,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     plugins = commands.add_parser("plugins", help="list plugins, their versions and hooks")
     plugins.add_argument("--json", action="store_true", help="print JSON for a program")
     plugins.set_defaults(run=_cmd_plugins)
+    _add_compare(commands)
     return parser
 
 
@@ -93,7 +181,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not hasattr(args, "run"):
         parser.print_help(sys.stderr)
         return 2
-    return int(args.run(args))
+    try:
+        return int(args.run(args))
+    except (TscoreError, TypeError, ValueError) as exc:
+        print(f"tscore {args.command}: error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
