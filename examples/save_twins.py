@@ -4,7 +4,9 @@ Run it with ``nox -s example`` (or ``python examples/save_twins.py OUT`` where
 tscore, ts_torch and ts_mindspore are installed). Both networks get the same
 weights and the same input; each saves its input, its hidden activation, the
 gradient flowing back into that activation and its named parameter gradients,
-under the same file names, so the two folders pair file by file.
+under the same file names, so the two folders pair file by file. Then
+``ts.migrator.compare_npy_dir`` compares the folders and prints the table;
+the exit status is 0 when every pair agrees.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ def copy_weights(source: TorchNet, target: MsNet) -> None:
         param.set_data(ms.Tensor(source.state_dict()[name].numpy()))
 
 
-def main(out: str) -> None:
+def main(out: str) -> bool:
     ts.seed_all(1234)
     root = Path(out)
     x = np.random.randn(2, 4).astype(np.float32)
@@ -80,15 +82,11 @@ def main(out: str) -> None:
     _, grads = grad_fn(ms.Tensor(x), ms.Tensor(target))
     ts.save(str(root / "mindspore" / "grads"), ts.widget.get_ms_grads(ms_net, grads))
 
-    for side in ("torch", "mindspore"):
-        names = sorted(p.name for p in (root / side).glob("*.npy"))
-        print(f"{side}: {names}")
-    worst = max(
-        float(np.abs(np.load(p) - np.load(root / "mindspore" / p.name)).max())
-        for p in (root / "torch").glob("*.npy")
-    )
+    report = ts.migrator.compare_npy_dir(root / "torch", root / "mindspore", 1e-5, 1e-6, compare_shape=True)
+    worst = max(pair.max_abs_diff or 0.0 for pair in report.pairs)
     print(f"largest difference between the twins: {worst:.3g}")
+    return report.passed
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "example_output")
+    sys.exit(0 if main(sys.argv[1] if len(sys.argv) > 1 else "example_output") else 1)

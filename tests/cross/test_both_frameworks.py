@@ -28,6 +28,8 @@ def test_bundled_example_pairs_file_by_file(tmp_path):
         [sys.executable, str(EXAMPLE), str(tmp_path)], capture_output=True, text=True, check=True
     ).stdout
     assert "largest difference between the twins" in out
+    assert "The list of comparison results" in out and "shape of orig" in out
+    assert "7 pairs: 7 within tolerance" in out
     names = npy_names(tmp_path / "torch")
     assert names == npy_names(tmp_path / "mindspore")
     assert names[:3] == ["0_input.npy", "1_hidden.npy", "2_hidden_backward.npy"]
@@ -94,3 +96,58 @@ def test_spec000_gradient_example_names(tmp_path):
         "0_torch_grads_fc.weight_0.npy",
     ]
     assert npy_names(tmp_path / "ms") == ["1_ms_grads_0.npy", "1_ms_grads_1.npy"]
+
+    report = ts.migrator.compare_grads_dir(tmp_path / "pt", tmp_path / "ms", print_level=0)
+    assert [(p.orig_name, p.target_name, p.orig_shape, p.target_shape) for p in report.pairs] == [
+        ("0_torch_grads_fc.weight_0.npy", "1_ms_grads_0.npy", (5, 10), (5, 10)),
+        ("0_torch_grads_fc.bias_1.npy", "1_ms_grads_1.npy", (5,), (5,)),
+        ("0_torch_grads_bn.weight_2.npy", None, (5,), None),
+        ("0_torch_grads_bn.bias_3.npy", None, (5,), None),
+    ]
+    # Different random weights on each side, as in the spec: the gradients disagree.
+    assert [p.status.value for p in report.pairs] == ["mismatch", "mismatch", "missing", "missing"]
+    assert "shape of target" in report.table(compare_shape=True)
+
+
+def test_spec001_compare_mindspore_and_torch_saves(tmp_path, monkeypatch, capsys):
+    """Spec 001: the same Dense layer saved from both frameworks, then compare_npy_dir on the folders."""
+    import mindspore as ms
+    import torch
+
+    import tscore as ts
+
+    monkeypatch.chdir(tmp_path)
+    weight = np.random.randn(2, 3).astype(np.float32)
+    x = np.random.randn(1, 3).astype(np.float32)
+
+    pt_dense = torch.nn.Linear(3, 2, bias=False)
+    pt_dense.weight.data = torch.tensor(weight)
+    ts.reset_save_id()
+    ts.save("torch_ts_save/input", torch.tensor(x))
+    out = pt_dense(torch.tensor(x))
+    ts.save("torch_ts_save/dense", out)
+    ts.save("torch_ts_save/dense_backward", torch.ones_like(out))
+
+    ms_dense = ms.nn.Dense(3, 2, has_bias=False)
+    ms_dense.weight.set_data(ms.Tensor(weight))
+    ts.reset_save_id()
+    ts.save("ms_ts_save/input", ms.Tensor(x))
+    out = ms_dense(ms.Tensor(x))
+    ts.save("ms_ts_save/dense", out)
+    ts.save("ms_ts_save/dense_backward", ms.ops.ones_like(out))
+
+    report = ts.migrator.compare_npy_dir("ms_ts_save", "torch_ts_save")
+    table = capsys.readouterr().out
+    assert [p.orig_name for p in report.pairs] == ["0_input.npy", "1_dense.npy", "2_dense_backward.npy"]
+    assert report.passed and "| 0_input.npy |" not in table  # centred like the spec
+    ts.migrator.compare_npy_dir(
+        "ms_ts_save",
+        "torch_ts_save",
+        rtol=1e-3,
+        atol=1e-3,
+        equal_nan=True,
+        compare_shape=True,
+        output_file="./compare.csv",
+    )
+    assert "(1, 2)" in capsys.readouterr().out
+    assert (tmp_path / "compare.csv").read_text().count("\n") == 4

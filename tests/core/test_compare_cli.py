@@ -1,0 +1,78 @@
+"""``tscore compare``: exit status 0 / 1 / 2 so that it can gate a CI job."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tscore.cli import main
+
+
+@pytest.fixture()
+def folders(tmp_path: Path) -> tuple[Path, Path, Path]:
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    for folder in (a, b, c):
+        folder.mkdir()
+    x = np.linspace(0, 1, 50, dtype=np.float32)
+    for folder in (a, b):
+        np.save(folder / "0_x.npy", x)
+    np.save(c / "7_y.npy", x + np.float32(0.01))
+    return a, b, c
+
+
+def test_exit_0_when_every_pair_is_within_tolerance(folders, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b, _ = folders
+    assert main(["compare", str(a), str(b)]) == 0
+    assert "The list of comparison results" in capsys.readouterr().out
+
+
+def test_exit_1_when_a_pair_is_not(folders, capsys: pytest.CaptureFixture[str]) -> None:
+    a, _, c = folders
+    assert main(["compare", str(a), str(c), "--match", "number"]) == 1
+    assert main(["compare", str(a), str(c), "--match", "number", "--atol", "0.02", "--rtol", "0"]) == 0
+    assert main(["compare", str(a), str(c)]) == 1  # by name nothing pairs: two missing rows
+
+
+def test_exit_2_on_usage_errors_and_bad_input(folders, tmp_path: Path, capsys) -> None:
+    a, b, _ = folders
+    assert main(["compare", str(a), str(tmp_path / "none")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["compare", str(a), str(b), "--csv", str(tmp_path / "no" / "r.csv")]) == 2
+    for bad in (["--rtol", "x"], ["--atol", "-1"], ["--match", "size"], ["--processes", "0"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["compare", str(a), str(b), *bad])
+        assert exit_info.value.code == 2
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", str(a)])
+    assert exit_info.value.code == 2
+
+
+def test_json_to_stdout_and_files(folders, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, _, c = folders
+    assert main(["compare", str(a), str(c), "--match", "shape", "--json", "-"]) == 1
+    report = json.loads(capsys.readouterr().out)  # only JSON on stdout
+    assert report["passed"] is False and report["match"] == "shape"
+    assert report["pairs"][0]["orig_name"] == "0_x.npy" and report["pairs"][0]["target_name"] == "7_y.npy"
+    csv_path, json_path = tmp_path / "r", tmp_path / "r.json"
+    files = ["--csv", str(csv_path), "--json", str(json_path)]
+    assert main(["compare", str(a), str(c), "--match", "number", "-q", *files]) == 1
+    assert capsys.readouterr().out == ""
+    assert (tmp_path / "r.csv").read_text().startswith("orig_name,target_name,status")
+    assert json.loads(json_path.read_text())["counts"]["mismatch"] == 1
+
+
+def test_console_script_runs(folders) -> None:
+    a, b, _ = folders
+    done = subprocess.run(
+        [sys.executable, "-m", "tscore", "compare", str(a), str(b), "--only-failed"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "1 pairs: 1 within tolerance" in done.stdout

@@ -1,0 +1,220 @@
+"""Every compare metric against a direct numpy computation, through both kernels."""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from tscore.compare import compare_arrays, numba_kernel, pair_stats
+from tscore.compare.kernels import flat_stats, logical_stats, resolve_kernel
+from tscore.compare.report import PairStatus
+from tscore.errors import TscoreError
+
+KERNELS = ["numpy", "numba"]
+
+
+@pytest.fixture(params=KERNELS)
+def kernel(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+def reference(a: np.ndarray, b: np.ndarray, rtol: float, atol: float, equal_nan: bool) -> dict[str, float]:
+    """The metrics written out plainly with numpy, in float64, over the finite positions."""
+    x, y = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
+    close = np.isclose(x, y, rtol=rtol, atol=atol, equal_nan=equal_nan)
+    finite = np.isfinite(x) & np.isfinite(y)
+    xf, yf = x[finite], y[finite]
+    diff = np.abs(xf - yf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(diff == 0, 0.0, diff / np.abs(yf))
+    return {
+        "allclose": bool(np.allclose(x, y, rtol=rtol, atol=atol, equal_nan=equal_nan)),
+        "ratio": float(close.mean()),
+        "cosine": float(xf @ yf / (np.linalg.norm(xf) * np.linalg.norm(yf))),
+        "mean": float(diff.mean()),
+        "max": float(diff.max()),
+        "rel": float(rel.max()),
+    }
+
+
+def assert_matches(row, ref: dict[str, float]) -> None:
+    assert row.allclose is ref["allclose"]
+    assert row.ratio_close == pytest.approx(ref["ratio"], rel=1e-12)
+    assert row.cosine == pytest.approx(ref["cosine"], rel=1e-9)
+    assert row.mean_abs_diff == pytest.approx(ref["mean"], rel=1e-9)
+    assert row.max_abs_diff == ref["max"]
+    assert row.max_rel_diff == pytest.approx(ref["rel"], rel=1e-12)
+
+
+@pytest.mark.parametrize("size", [1, 100, pair_stats.CHUNK_ELEMENTS * 2 + 17])
+def test_metrics_equal_numpy_on_noisy_float32(kernel: str, size: int) -> None:
+    rng = np.random.default_rng(size)
+    a = rng.standard_normal(size).astype(np.float32)
+    b = a + rng.standard_normal(size).astype(np.float32) * np.float32(3e-4)
+    row = compare_arrays(a, b, 1e-4, 1e-4, kernel=kernel)
+    assert_matches(row, reference(a, b, 1e-4, 1e-4, False))
+    assert row.elements == size and row.orig_nan == row.target_nan == 0
+
+
+def test_metrics_follow_rtol_and_atol(kernel: str) -> None:
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal(5000)
+    b = a * (1 + 1e-3)
+    for rtol, atol in [(1e-4, 0.0), (2e-3, 0.0), (0.0, 1e-3), (0.0, 0.0)]:
+        row = compare_arrays(a, b, rtol, atol, kernel=kernel)
+        assert_matches(row, reference(a, b, rtol, atol, False))
+    assert compare_arrays(a, b, 2e-3, 0.0, kernel=kernel).allclose
+    assert not compare_arrays(a, b, 1e-4, 0.0, kernel=kernel).allclose
+
+
+@pytest.mark.parametrize("equal_nan", [False, True])
+def test_nan_and_inf_compared_by_position_and_left_out_of_statistics(kernel: str, equal_nan: bool) -> None:
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal(pair_stats.CHUNK_ELEMENTS + 5000)
+    b = a + 1e-6
+    at = pair_stats.CHUNK_ELEMENTS + 10  # non-finite values in the second chunk too
+    a[[3, at]] = np.nan
+    b[[3, at]] = np.nan  # NaN on both sides: equal only with equal_nan
+    a[7], b[7] = np.inf, np.inf  # same infinity: equal
+    a[8], b[8] = np.inf, -np.inf  # opposite infinities: not equal
+    b[9] = np.nan  # NaN on one side only
+    a[11] = -np.inf  # inf against a number
+    row = compare_arrays(a, b, kernel=kernel)
+    ref = reference(a, b, 1e-4, 1e-4, equal_nan)
+    row = compare_arrays(a, b, equal_nan=equal_nan, kernel=kernel)
+    assert_matches(row, ref)
+    assert math.isfinite(row.cosine) and math.isfinite(row.mean_abs_diff)
+    assert (row.orig_nan, row.orig_inf, row.target_nan, row.target_inf) == (2, 3, 3, 2)
+    failing = 4 + (0 if equal_nan else 2)  # 8, 9, 11 always; the NaN pairs unless equal_nan
+    assert row.ratio_close == pytest.approx(1 - (failing - 1) / a.size)
+    assert "NaN" in row.message and row.status is PairStatus.MISMATCH
+
+
+def test_matching_nans_alone_pass_with_equal_nan(kernel: str) -> None:
+    a = np.array([1.0, np.nan, 3.0, np.inf])
+    assert compare_arrays(a, a.copy(), equal_nan=True, kernel=kernel).passed
+    row = compare_arrays(a, a.copy(), equal_nan=False, kernel=kernel)
+    assert not row.passed and row.ratio_close == 0.75
+    assert row.cosine == pytest.approx(1.0) and row.max_abs_diff == 0.0
+
+
+def test_all_nan_leaves_statistics_undefined(kernel: str) -> None:
+    a = np.full(4, np.nan, dtype=np.float32)
+    row = compare_arrays(a, a, equal_nan=True, kernel=kernel)
+    assert row.passed and row.cosine is None and row.mean_abs_diff is None and row.max_abs_diff is None
+
+
+def test_float16_and_bfloat16_compare_in_float64(kernel: str) -> None:
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal(3000).astype(np.float32)
+    for dtype in (np.float16, ml_dtypes.bfloat16):
+        a = base.astype(dtype)
+        b = (base + np.float32(0.01)).astype(dtype)
+        row = compare_arrays(a, b, 1e-3, 1e-3, kernel=kernel)
+        assert_matches(row, reference(a.astype(np.float64), b.astype(np.float64), 1e-3, 1e-3, False))
+        assert row.orig_dtype == np.dtype(dtype).name
+
+
+def test_float16_cosine_does_not_overflow(kernel: str) -> None:
+    a = np.full(1000, 60000, dtype=np.float16)  # a.dot(a) in float16 is inf
+    row = compare_arrays(a, a.copy(), kernel=kernel)
+    assert row.cosine == pytest.approx(1.0) and row.passed
+
+
+def test_ints_and_bools(kernel: str) -> None:
+    a = np.arange(-50, 50, dtype=np.int64)
+    b = a.copy()
+    b[10] += 3
+    row = compare_arrays(a, b, kernel=kernel)
+    assert_matches(row, reference(a, b, 1e-4, 1e-4, False))
+    assert row.max_abs_diff == 3.0
+    flags = np.array([True, False, True, True])
+    row = compare_arrays(flags, np.array([True, True, True, True]), kernel=kernel)
+    assert row.ratio_close == 0.75 and row.max_abs_diff == 1.0 and not row.allclose
+    uint = np.array([0, 255], dtype=np.uint8)  # no wrap-around: 0 - 255 is -255, not 1
+    assert compare_arrays(uint, uint[::-1].copy(), kernel=kernel).max_abs_diff == 255.0
+
+
+def test_zero_d_and_empty_arrays(kernel: str) -> None:
+    row = compare_arrays(np.float32(2.0), np.float32(2.5), atol=0.1, kernel=kernel)
+    assert row.orig_shape == () and row.elements == 1
+    assert row.max_abs_diff == 0.5 and row.ratio_close == 0.0 and not row.passed
+    empty = compare_arrays(np.zeros((0, 3)), np.zeros((0, 3)), kernel=kernel)
+    assert empty.passed and empty.allclose is bool(np.allclose(np.zeros((0, 3)), np.zeros((0, 3))))
+    assert empty.elements == 0 and empty.ratio_close is None and empty.cosine is None
+
+
+def test_zero_vectors_cosine(kernel: str) -> None:
+    zeros = np.zeros(8)
+    assert compare_arrays(zeros, zeros.copy(), kernel=kernel).cosine == 1.0
+    assert compare_arrays(zeros, np.ones(8), kernel=kernel).cosine is None
+    assert compare_arrays(np.ones(8), -np.ones(8), kernel=kernel).cosine == -1.0
+
+
+def test_relative_difference_against_zero_target(kernel: str) -> None:
+    assert compare_arrays(np.array([0.0, 1.0]), np.array([0.0, 1.0]), kernel=kernel).max_rel_diff == 0.0
+    assert compare_arrays(np.array([1e-9, 1.0]), np.array([0.0, 1.0]), kernel=kernel).max_rel_diff == math.inf
+
+
+def test_memory_order_does_not_change_the_pairing(kernel: str) -> None:
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((300, 400))
+    b = a + rng.standard_normal((300, 400)) * 1e-3
+    mixed = compare_arrays(np.asfortranarray(a), b, kernel=kernel)
+    assert_matches(mixed, reference(a, b, 1e-4, 1e-4, False))
+    assert compare_arrays(a.T, b.T, kernel=kernel).max_abs_diff == mixed.max_abs_diff
+    strided = compare_arrays(a[:, ::2], b[:, ::2], kernel=kernel)
+    assert_matches(strided, reference(a[:, ::2], b[:, ::2], 1e-4, 1e-4, False))
+
+
+def test_blocks_bound_memory_for_mixed_orders() -> None:
+    a = np.arange(24.0).reshape(2, 3, 4)
+    b = np.asfortranarray(a)
+    stats = logical_stats(a, b, 0, 0, False, "numpy")
+    assert stats.close == 24 and stats.max_abs == 0.0
+
+
+def test_splitting_does_not_change_the_result(kernel: str) -> None:
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal(10_001)
+    b = a + rng.standard_normal(10_001) * 1e-3
+    b[5000] = np.nan
+    whole = flat_stats(a, b, 1e-4, 1e-4, False, kernel)
+    parts = pair_stats.PairStats()
+    for start in range(0, a.size, 777):
+        parts.merge(flat_stats(a[start : start + 777], b[start : start + 777], 1e-4, 1e-4, False, kernel))
+    assert parts.close == whole.close and parts.finite == whole.finite
+    assert parts.max_abs == whole.max_abs and parts.max_rel == whole.max_rel
+    assert parts.sum_abs == pytest.approx(whole.sum_abs, rel=1e-12)
+    assert parts.cosine == pytest.approx(whole.cosine, rel=1e-12)
+
+
+def test_shape_mismatch_with_equal_size_is_reported_with_values() -> None:
+    row = compare_arrays(np.ones((2, 3)), np.ones(6))
+    assert row.status is PairStatus.SHAPE_MISMATCH and not row.passed and not row.allclose
+    assert row.cosine == 1.0 and "flattened" in row.message
+    other = compare_arrays(np.ones((2, 3)), np.ones(5))
+    assert other.status is PairStatus.SHAPE_MISMATCH and other.cosine is None
+
+
+def test_dtype_mismatch_is_its_own_status() -> None:
+    row = compare_arrays(np.ones(4, dtype=np.float16), np.ones(4, dtype=np.float32))
+    assert row.status is PairStatus.DTYPE_MISMATCH and row.allclose and row.passed
+    assert "float16 vs float32" in row.message
+
+
+def test_kernel_choice() -> None:
+    assert resolve_kernel("numpy") == "numpy"
+    assert resolve_kernel("auto", data_bytes=1000) == "numpy"  # numba's start-up would dominate
+    assert resolve_kernel("auto", data_bytes=1 << 30) == "numba"
+    with pytest.raises(TscoreError, match="unknown compare kernel"):
+        resolve_kernel("cuda")
+
+
+def test_numba_kernel_is_installed_for_the_tests() -> None:
+    """The test sessions install tscore[fast]: the numba runs above must not silently fall back."""
+    assert numba_kernel.installed() and numba_kernel.load_error() is None
+    assert numba_kernel.supports(np.dtype(np.float32)) and not numba_kernel.supports(np.dtype(np.float16))
