@@ -2,10 +2,13 @@
 
 Plain ``nox`` runs lint and the four test sessions: the core with no framework
 installed, torch alone, MindSpore alone, and both together. ``nox -s example``
-runs the bundled example; ``nox -s bench`` the benchmarks.
+runs the bundled example; ``nox -s bench`` and ``nox -s bench_compare`` the
+benchmarks.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import nox
 
@@ -15,7 +18,7 @@ nox.options.error_on_missing_interpreters = True
 
 PYTHON = None  # the interpreter nox runs with
 CONSTRAINTS = ("-c", ".ci/constraints.txt")
-CORE = ".[test]"
+CORE = ".[test,fast]"
 TORCH_PLUGIN = "./plugins/ts_torch"
 MS_PLUGIN = "./plugins/ts_mindspore"
 # MindSpore 2.10 cannot compute gradients with numpy 2 (FRAMEWORKS.md).
@@ -36,6 +39,7 @@ def lint(session: nox.Session) -> None:
         "numpy>=1.25",
         "pluggy>=1.3",
         "types-tabulate",
+        "types-tqdm",
         "ml_dtypes",
     )
     session.run("ruff", "check", ".")
@@ -90,3 +94,20 @@ def bench(session: nox.Session) -> None:
     """Benchmarks: import time and save throughput against plain np.save."""
     session.install(*CONSTRAINTS, ".", TORCH_PLUGIN, MS_PLUGIN, MS_NUMPY)
     session.run("python", "benchmarks/bench_save.py", *session.posargs)
+
+
+# TroubleShooter 1.0.18, the tool users switch from, in its own venv: it imports without MindSpore.
+TROUBLESHOOTER_ENV = Path(".nox") / "troubleshooter-1.0.18"
+
+
+@nox.session(python=PYTHON)
+def bench_compare(session: nox.Session) -> None:
+    """Compare throughput and memory against TroubleShooter 1.0.18, side by side (about 4 GB of disk)."""
+    session.install(*CONSTRAINTS, ".[fast]")
+    ts_python = TROUBLESHOOTER_ENV / "bin" / "python"
+    if not ts_python.exists():
+        session.run("python", "-m", "venv", str(TROUBLESHOOTER_ENV))
+        session.run(
+            str(ts_python), "-m", "pip", "install", "troubleshooter==1.0.18", "torch==2.13.0", external=True
+        )
+    session.run("python", "benchmarks/bench_compare.py", "--ts-python", str(ts_python), *session.posargs)
