@@ -40,6 +40,7 @@ def lint(session: nox.Session) -> None:
         "pluggy>=1.3",
         "types-tabulate",
         "types-tqdm",
+        "threadpoolctl",
         "ml_dtypes",
     )
     session.run("ruff", "check", ".")

@@ -191,6 +191,7 @@ def main() -> None:
 
     folders = make_workloads(args.dir)
     tools: list[tuple[str, str, list[str]]] = [
+        ("tscore", sys.executable, ["auto"]),
         ("tscore", sys.executable, ["numba"]),
         ("tscore", sys.executable, ["numpy"]),
     ]

@@ -209,6 +209,8 @@ def test_dtype_mismatch_is_its_own_status() -> None:
 def test_kernel_choice() -> None:
     assert resolve_kernel("numpy") == "numpy"
     assert resolve_kernel("auto", data_bytes=1000) == "numpy"  # numba's start-up would dominate
+    assert resolve_kernel("auto", data_bytes=4 << 30) == "numba"
+    assert numba_kernel.loaded()  # now numba pays off from 64 MB
     assert resolve_kernel("auto", data_bytes=1 << 30) == "numba"
     with pytest.raises(TscoreError, match="unknown compare kernel"):
         resolve_kernel("cuda")

@@ -216,20 +216,21 @@ def _plan(orig_dir: str, target_dir: str, pairs: name_maps.NameMap) -> _Plan:
     for index, (orig, target) in enumerate(pairs):
         layouts: dict[str, NpyLayout] = {}
         problems: list[str] = []
+        missing = False
         for side, folder, name in (("orig", orig_dir, orig), ("target", target_dir, target)):
-            if name is None:
-                problems.append(f"{orig if side == 'target' else target!r} has no partner in {side}_dir")
-                continue
-            path = os.path.join(folder, name)
-            if not os.path.isfile(path):
-                problems.append(f"{name!r} not found in {side}_dir {folder!r}")
+            path = os.path.join(folder, name) if name is not None else None
+            if path is None or not os.path.isfile(path):
+                missing = True
+                if name is None:
+                    problems.append(f"{orig if side == 'target' else target!r} has no partner in {side}_dir")
+                else:
+                    problems.append(f"{name!r} not found in {side}_dir {folder!r}")
                 continue
             try:
                 layouts[side] = read_npy_layout(path)
             except NpyReadError as exc:
                 problems.append(f"{side}: {exc}")
         if len(layouts) < 2:
-            missing = any(p for p in problems if "not found" in p or "no partner" in p)
             status = PairStatus.MISSING if missing else PairStatus.UNREADABLE
             extra: dict[str, Any] = {f"{side}_shape": lay.shape for side, lay in layouts.items()}
             extra.update({f"{side}_dtype": _source_dtype(lay, metas[side]) for side, lay in layouts.items()})
@@ -267,7 +268,11 @@ def _executor(kernel: str, workers: int) -> cf.Executor:
     """
     if kernel == "numba":
         return cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tscore-compare")
-    return cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
+    return cf.ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=segments.one_blas_thread,
+    )
 
 
 def _parallel_allowed(kernel: str) -> bool:
@@ -386,7 +391,7 @@ def compare_npy_dir(
     bar shows on a terminal. ``output_file`` ending in ``.json`` gets JSON,
     any other name CSV. ``num_processes`` (default: the cores, when the data
     are big enough) sets the workers; ``kernel`` picks ``"numpy"`` or
-    ``"numba"`` (default: numba, when installed, for 64 MB of data or more).
+    ``"numba"`` (default: whichever finishes first, see :mod:`tscore.compare.kernels`).
 
     :raises TargetPathError: a folder missing or without ``.npy`` files, or
         ``output_file`` in a missing folder, before any work.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import logging
+import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -34,6 +35,11 @@ def installed() -> bool:
 def supports(dtype: np.dtype) -> bool:
     """Say whether the compiled kernel reads arrays of ``dtype``."""
     return dtype.kind in SUPPORTED_KINDS and dtype not in _UNSUPPORTED and dtype.isnative
+
+
+def loaded() -> bool:
+    """Say whether this process has already loaded the compiled kernel."""
+    return "tscore.compare.numba_loops" in sys.modules
 
 
 @functools.cache

@@ -77,6 +77,18 @@ def pack(segments: Iterable[Segment]) -> list[list[Segment]]:
     return tasks
 
 
+def one_blas_thread() -> None:
+    """Limit BLAS to one thread in a worker process.
+
+    The numpy kernel's dot products go through BLAS, which starts a thread
+    per core of its own: two worker processes would then run four threads on
+    two cores and go no faster than one process.
+    """
+    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+
+    threadpool_limits(limits=1, user_api="blas")
+
+
 def _segment_stats(segment: Segment, rtol: float, atol: float, equal_nan: bool, kernel: str) -> PairStats:
     if segment.logical:
         return logical_stats(
