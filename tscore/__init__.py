@@ -8,7 +8,9 @@ framework; plugins load on first use.
 
 from __future__ import annotations
 
-from tscore import migrator, mindspore_jit, widget
+from typing import TYPE_CHECKING
+
+from tscore import mindspore_jit, widget
 from tscore.errors import (
     InvalidNameError,
     PluginError,
@@ -47,5 +49,18 @@ __all__ = [
     "unregister_plugin",
     "widget",
 ]
+
+if TYPE_CHECKING:
+    from tscore import migrator
+
+
+def __getattr__(name: str) -> object:
+    """Import ``tscore.migrator`` (the compare engine, with tqdm and its workers) on first use only."""
+    if name == "migrator":
+        import tscore.migrator
+
+        return tscore.migrator
+    raise AttributeError(f"module 'tscore' has no attribute {name!r}")
+
 
 mindspore_jit.declare_runtime_module()

@@ -363,3 +363,13 @@ def test_meta_file_gives_the_source_dtype(tmp_path: Path) -> None:
     assert "tscore_meta.jsonl" not in str(
         ts.migrator.compare_npy_dir(tmp_path / "a", tmp_path / "b", print_level=0).ignored_files
     )
+
+
+def test_import_tscore_leaves_the_compare_engine_for_first_use() -> None:
+    code = (
+        "import sys, tscore as ts; before = 'tscore.compare' in sys.modules or 'tqdm' in sys.modules; "
+        "ts.migrator.compare_npy_dir; from tscore import migrator; "
+        "print(before, 'tscore.compare' in sys.modules, migrator is ts.migrator)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "True", "True"]

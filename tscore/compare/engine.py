@@ -31,7 +31,7 @@ from tscore.npy_files import read_meta
 logger = logging.getLogger(__name__)
 
 PathLike = str | os.PathLike[str]
-MATCH_STRATEGIES = ("name", "number", "shape")
+MATCH_STRATEGIES = name_maps.MATCH_STRATEGIES
 
 # Below this many bytes (both sides) one process is faster than starting workers.
 PARALLEL_MIN_BYTES = 64 << 20

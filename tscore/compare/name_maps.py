@@ -24,6 +24,7 @@ from tscore.npy_files import META_FILE_NAME, read_meta
 logger = logging.getLogger(__name__)
 
 NameMap = list[tuple[str | None, str | None]]
+MATCH_STRATEGIES = ("name", "number", "shape")  # the strategies compare_npy_dir(match=...) names
 
 _NUMBER = re.compile(r"\d+")
 
