@@ -16,8 +16,8 @@ import functools
 import itertools
 import json
 import os
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -75,12 +75,13 @@ def ensure_folder(folder: str) -> None:
         ) from exc
 
 
-def write_npy(path: str, array: np.ndarray) -> None:
-    """Write ``array`` to ``path`` as ``.npy`` so that the file is complete or absent.
+def write_atomic(path: str, write: Callable[[BinaryIO], object]) -> None:
+    """Create or replace the file at ``path`` so that it is complete or absent.
 
-    The data go to a hidden temporary file in the same folder, which is then
-    renamed over ``path`` (``os.replace`` is atomic on one file system). An
-    exception or ``KeyboardInterrupt`` half way removes the temporary file.
+    ``write`` fills a hidden temporary file in the same folder, which is
+    then renamed over ``path`` (``os.replace`` is atomic on one file
+    system). An exception or ``KeyboardInterrupt`` half way removes the
+    temporary file and leaves any old ``path`` as it was.
 
     :raises TargetPathError: naming the path, when it cannot be written.
     """
@@ -94,7 +95,7 @@ def write_npy(path: str, array: np.ndarray) -> None:
         ) from exc
     try:
         with os.fdopen(fd, "wb") as stream:
-            np.lib.format.write_array(stream, array, allow_pickle=False)
+            write(stream)
         os.replace(temp, path)
     except BaseException as exc:
         try:
@@ -104,6 +105,14 @@ def write_npy(path: str, array: np.ndarray) -> None:
         if isinstance(exc, OSError):
             raise TargetPathError(f"cannot write {path!r}: {exc.strerror or exc}") from exc
         raise
+
+
+def write_npy(path: str, array: np.ndarray) -> None:
+    """Write ``array`` to ``path`` as ``.npy``, complete or not at all (see :func:`write_atomic`).
+
+    :raises TargetPathError: naming the path, when it cannot be written.
+    """
+    write_atomic(path, lambda stream: np.lib.format.write_array(stream, array, allow_pickle=False))
 
 
 def append_meta(folder: str, records: Iterable[Mapping[str, Any]]) -> None:

@@ -13,7 +13,7 @@ import concurrent.futures as cf
 import logging
 import multiprocessing
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,11 +22,10 @@ from tqdm import tqdm
 
 from tscore.compare import name_maps, segments
 from tscore.compare.kernels import kernel_name, logical_stats, resolve_kernel
-from tscore.compare.npy_layout import NpyLayout, NpyReadError, read_npy_layout
+from tscore.compare.npy_layout import NpyLayout, NpyReadError
 from tscore.compare.pair_stats import PairStats
 from tscore.compare.report import CompareReport, PairResult, PairStatus
 from tscore.errors import TargetPathError
-from tscore.npy_files import read_meta
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +81,7 @@ def _neutral_dtype(name: str) -> str:
     return name.lower().removeprefix("torch.").replace("_", "")
 
 
-def _source_dtype(layout: NpyLayout, meta: dict[str, dict[str, Any]]) -> str:
+def _source_dtype(layout: NpyLayout, meta: Mapping[str, Mapping[str, Any]]) -> str:
     """Return the dtype the tensor had before saving, when tscore_meta.jsonl recorded this very file."""
     record = meta.get(os.path.basename(layout.path))
     if record and record.get("stored_dtype") == layout.dtype.name and isinstance(record.get("dtype"), str):
@@ -210,16 +209,19 @@ def _final(
     return PairResult(orig_name=orig, target_name=target, status=status, message=message, **extra)
 
 
-def _plan(orig_dir: str, target_dir: str, pairs: name_maps.NameMap) -> _Plan:
+def _plan(
+    orig_listing: name_maps.FolderListing, target_listing: name_maps.FolderListing, pairs: name_maps.NameMap
+) -> _Plan:
     plan = _Plan(names=list(pairs))
-    metas = {"orig": read_meta(orig_dir), "target": read_meta(target_dir)}
+    listings = {"orig": orig_listing, "target": target_listing}
+    metas = {side: listing.meta for side, listing in listings.items()}
     for index, (orig, target) in enumerate(pairs):
         layouts: dict[str, NpyLayout] = {}
         problems: list[str] = []
         missing = False
-        for side, folder, name in (("orig", orig_dir, orig), ("target", target_dir, target)):
-            path = os.path.join(folder, name) if name is not None else None
-            if path is None or not os.path.isfile(path):
+        for side, name in (("orig", orig), ("target", target)):
+            folder = listings[side].folder
+            if name is None or not os.path.isfile(os.path.join(folder, name)):
                 missing = True
                 if name is None:
                     problems.append(f"{orig if side == 'target' else target!r} has no partner in {side}_dir")
@@ -227,7 +229,7 @@ def _plan(orig_dir: str, target_dir: str, pairs: name_maps.NameMap) -> _Plan:
                     problems.append(f"{name!r} not found in {side}_dir {folder!r}")
                 continue
             try:
-                layouts[side] = read_npy_layout(path)
+                layouts[side] = listings[side].layout(name)
             except NpyReadError as exc:
                 problems.append(f"{side}: {exc}")
         if len(layouts) < 2:
@@ -350,14 +352,14 @@ def _execute(
 
 
 def _pairs_for(
-    match: str, orig: name_maps.FolderListing, target: name_maps.FolderListing, costs: dict[str, float]
+    match: str, orig: name_maps.FolderListing, target: name_maps.FolderListing
 ) -> name_maps.NameMap:
     if match == "name":
         return name_maps.map_by_name(orig.npy, target.npy)
     if match == "number":
         return name_maps.map_by_number(orig.npy, target.npy)
     if match == "shape":
-        return name_maps.map_by_shape(orig, target, **costs)
+        return name_maps.map_by_shape(orig, target)
     raise ValueError(f"match must be one of {', '.join(MATCH_STRATEGIES)}, got {match!r}")
 
 
@@ -401,16 +403,15 @@ def compare_npy_dir(
     if print_level not in (0, 1, 2):
         raise ValueError(f"print_level must be 0, 1 or 2, got {print_level!r}")
     out_path = _check_output_file(output_file)
-    orig = name_maps.list_folder(orig_dir, "orig_dir")
-    target = name_maps.list_folder(target_dir, "target_dir")
+    orig, target = name_maps.list_folders(orig_dir, target_dir)
     kernel_name(kernel)  # a bad name fails here, before any work
     if name_map_list is not None:
         pairs, match = _check_name_map(name_map_list), "custom"
     else:
-        pairs = _pairs_for(match, orig, target, {"del_cost": 1, "ins_cost": 1, "rep_cost": 5})
+        pairs = _pairs_for(match, orig, target)
     logger.info("comparing orig dir %s with target dir %s (%d pairs)", orig.folder, target.folder, len(pairs))
 
-    plan = _plan(orig.folder, target.folder, pairs)
+    plan = _plan(orig, target, pairs)
     chosen_kernel = resolve_kernel(kernel, plan.data_bytes)
     workers = _workers_for(num_processes, plan, chosen_kernel)
     with tqdm(total=len(pairs), unit="pair", desc="compare", disable=None if print_level else True) as bar:

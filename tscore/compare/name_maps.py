@@ -16,8 +16,9 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from tscore.compare.npy_layout import NpyReadError, read_npy_layout
+from tscore.compare.npy_layout import NpyLayout, NpyReadError, read_npy_layout
 from tscore.errors import TargetPathError
 from tscore.npy_files import META_FILE_NAME, read_meta
 
@@ -31,11 +32,26 @@ _NUMBER = re.compile(r"\d+")
 
 @dataclass(frozen=True)
 class FolderListing:
-    """The ``.npy`` files of one folder in compare order, and the other files it ignored."""
+    """The ``.npy`` files of one folder in compare order, the other files it ignored, its meta records.
+
+    Headers read through :meth:`layout` are kept, so that pairing by shape
+    and planning the comparison read each file's header once.
+    """
 
     folder: str
     npy: list[str]
     ignored: list[str] = field(default_factory=list)
+    meta: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _layouts: dict[str, NpyLayout] = field(default_factory=dict, repr=False, compare=False)
+
+    def layout(self, name: str) -> NpyLayout:
+        """Return the header of the file ``name`` in this folder, read once.
+
+        :raises NpyReadError: naming the file, when it cannot be compared.
+        """
+        if name not in self._layouts:
+            self._layouts[name] = read_npy_layout(os.path.join(self.folder, name))
+        return self._layouts[name]
 
 
 def _order_key(name: str, written: dict[str, int]) -> tuple[object, ...]:
@@ -67,9 +83,10 @@ def list_folder(folder: str | os.PathLike[str], role: str = "folder") -> FolderL
     ignored = sorted(e.name for e in entries if not e.name.endswith(".npy") and e.name != META_FILE_NAME)
     if not npy:
         raise TargetPathError(f"{role} {path!r} holds no .npy file; pass the folder that ts.save wrote")
-    written = {name: rank for rank, name in enumerate(read_meta(path))}
+    meta = read_meta(path)
+    written = {name: rank for rank, name in enumerate(meta)}
     npy.sort(key=lambda name: _order_key(name, written))
-    return FolderListing(path, npy, ignored)
+    return FolderListing(path, npy, ignored, meta)
 
 
 def map_by_name(orig: Sequence[str], target: Sequence[str]) -> NameMap:
@@ -155,21 +172,26 @@ class _NeverEqual:
     __hash__ = None  # type: ignore[assignment]
 
 
-def _shape_key(folder: str, name: str) -> object:
+def _shape_key(listing: FolderListing, name: str) -> object:
     """Return the shape in ``name``'s header, or a value equal to no shape when the file is unreadable."""
     try:
-        return read_npy_layout(os.path.join(folder, name)).shape
+        return listing.layout(name).shape
     except NpyReadError as exc:
         logger.warning("%s; it pairs with no file by shape", exc)
         return _NeverEqual()
 
 
 def map_by_shape(
-    orig: FolderListing, target: FolderListing, *, del_cost: float, ins_cost: float, rep_cost: float
+    orig: FolderListing,
+    target: FolderListing,
+    *,
+    del_cost: float = 1,
+    ins_cost: float = 1,
+    rep_cost: float = 5,
 ) -> NameMap:
     """Pair the ordered files of two folders by the edit distance of their shape sequences."""
-    orig_shapes = [_shape_key(orig.folder, n) for n in orig.npy]
-    target_shapes = [_shape_key(target.folder, n) for n in target.npy]
+    orig_shapes = [_shape_key(orig, n) for n in orig.npy]
+    target_shapes = [_shape_key(target, n) for n in target.npy]
     cost, pairs = align_by_edit_distance(
         orig_shapes, target_shapes, del_cost=del_cost, ins_cost=ins_cost, rep_cost=rep_cost
     )
@@ -185,10 +207,18 @@ def map_by_shape(
     ]
 
 
-def _warn_unpaired(pairs: NameMap, orig_dir: str, target_dir: str) -> None:
+def list_folders(
+    orig_dir: str | os.PathLike[str], target_dir: str | os.PathLike[str]
+) -> tuple[FolderListing, FolderListing]:
+    """List both folders (see :func:`list_folder`), naming the argument in any error."""
+    return list_folder(orig_dir, "orig_dir"), list_folder(target_dir, "target_dir")
+
+
+def _warn_unpaired(pairs: NameMap, orig: FolderListing, target: FolderListing) -> NameMap:
     unpaired = sum(1 for a, b in pairs if a is None or b is None)
     if unpaired:
-        logger.warning("%d file(s) of %s and %s have no partner", unpaired, orig_dir, target_dir)
+        logger.warning("%d file(s) of %s and %s have no partner", unpaired, orig.folder, target.folder)
+    return pairs
 
 
 def get_name_map_list_by_name(
@@ -198,10 +228,8 @@ def get_name_map_list_by_name(
 
     :raises TargetPathError: when a folder is missing or holds no ``.npy`` file.
     """
-    orig, target = list_folder(orig_dir, "orig_dir"), list_folder(target_dir, "target_dir")
-    pairs = map_by_name(orig.npy, target.npy)
-    _warn_unpaired(pairs, orig.folder, target.folder)
-    return pairs
+    orig, target = list_folders(orig_dir, target_dir)
+    return _warn_unpaired(map_by_name(orig.npy, target.npy), orig, target)
 
 
 def get_name_map_list_by_number(
@@ -211,10 +239,8 @@ def get_name_map_list_by_number(
 
     :raises TargetPathError: when a folder is missing or holds no ``.npy`` file.
     """
-    orig, target = list_folder(orig_dir, "orig_dir"), list_folder(target_dir, "target_dir")
-    pairs = map_by_number(orig.npy, target.npy)
-    _warn_unpaired(pairs, orig.folder, target.folder)
-    return pairs
+    orig, target = list_folders(orig_dir, target_dir)
+    return _warn_unpaired(map_by_number(orig.npy, target.npy), orig, target)
 
 
 def get_name_map_list_by_shape_edit_distance(
@@ -234,5 +260,5 @@ def get_name_map_list_by_shape_edit_distance(
 
     :raises TargetPathError: when a folder is missing or holds no ``.npy`` file.
     """
-    orig, target = list_folder(orig_dir, "orig_dir"), list_folder(target_dir, "target_dir")
+    orig, target = list_folders(orig_dir, target_dir)
     return map_by_shape(orig, target, del_cost=del_cost, ins_cost=ins_cost, rep_cost=rep_cost)

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 from tabulate import tabulate
 
-from tscore.errors import TargetPathError
+from tscore.npy_files import write_atomic
 
 TITLE = "The list of comparison results"
 
@@ -218,17 +218,7 @@ class CompareReport(BaseModel):
         """
         target = os.fspath(path)
         text = self.to_json() if target.lower().endswith(".json") else self.to_csv()
-        temp = f"{target}.{os.getpid()}.tmp"
-        try:
-            with open(temp, "w", encoding="utf-8", newline="") as stream:
-                stream.write(text)
-            os.replace(temp, target)
-        except OSError as exc:
-            try:
-                os.unlink(temp)
-            except OSError:
-                pass
-            raise TargetPathError(f"cannot write the report to {target!r}: {exc.strerror or exc}") from exc
+        write_atomic(target, lambda stream: stream.write(text.encode("utf-8")))
         return target
 
 

@@ -8,7 +8,7 @@ files itself, so nothing large crosses a process boundary.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tscore.compare.kernels import flat_stats, logical_stats
@@ -103,14 +103,10 @@ def run_task(
     task: list[Segment], rtol: float, atol: float, equal_nan: bool, kernel: str
 ) -> list[tuple[int, PairStats | str]]:
     """Compare every segment of ``task``; a segment that fails yields its error message instead."""
-    return list(_run(task, rtol, atol, equal_nan, kernel))
-
-
-def _run(
-    task: list[Segment], rtol: float, atol: float, equal_nan: bool, kernel: str
-) -> Iterator[tuple[int, PairStats | str]]:
+    results: list[tuple[int, PairStats | str]] = []
     for segment in task:
         try:
-            yield segment.pair, _segment_stats(segment, rtol, atol, equal_nan, kernel)
+            results.append((segment.pair, _segment_stats(segment, rtol, atol, equal_nan, kernel)))
         except (OSError, ValueError) as exc:
-            yield segment.pair, f"reading failed: {exc}"
+            results.append((segment.pair, f"reading failed: {exc}"))
+    return results
