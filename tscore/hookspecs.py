@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 import pluggy
 
+from tscore.checkpoint.contents import CheckpointContents
 from tscore.tensor_meta import FrameworkInfo, TensorMeta
 
 PROJECT_NAME = "tscore"
@@ -202,29 +203,51 @@ def ts_model_grads(model: object, grads: object | None) -> dict[str, object] | N
 
 
 @hookspec(firstresult=True)
-def ts_load_checkpoint(path: str, trust: bool) -> dict[str, np.ndarray] | None:
-    """Read a checkpoint file into ``{parameter name: array}``.
+def ts_load_checkpoint(path: str, kind: str, trust: bool) -> CheckpointContents | None:
+    """Read a checkpoint file into numpy arrays.
 
-    ``firstresult``: answer for the file formats you read (by suffix or magic
-    bytes) and return ``None`` for the others.
+    ``firstresult``: answer for the file kinds you read and return ``None``
+    for the others. tscore itself reads ``"ckpt"`` (MindSpore) and
+    ``"safetensors"`` with numpy alone; the torch plugin reads ``"pth"``.
 
     :param path: the checkpoint file.
+    :param kind: what the file is, from its suffix or first bytes: ``"ckpt"``,
+        ``"safetensors"``, ``"pth"`` (torch zip or legacy pickle), or ``""``
+        when unknown.
     :param trust: ``True`` only when the caller explicitly allowed unpickling
         arbitrary objects; without it, load with the framework's safe mode
         (``torch.load(weights_only=True)``).
-    :return: the tensors as numpy arrays, in file order. Entries that are not
-        tensors (an epoch counter, optimizer state) are left out with a
-        logged note.
+    :return: a :class:`~tscore.checkpoint.contents.CheckpointContents` with the
+        tensors in file order. Entries that are not tensors (an epoch counter,
+        optimizer state) go to its ``skipped`` dict with the reason, never an
+        exception.
+    :raises tscore.checkpoint.contents.CheckpointReadError: naming the file
+        (and the byte offset, when known) for a file of your kind that cannot be read.
+
+    Example (a plugin for ``.npz`` archives)::
+
+        @hookimpl
+        def ts_load_checkpoint(path, kind, trust):
+            if not path.endswith(".npz"):
+                return None
+            with np.load(path, allow_pickle=trust) as archive:
+                return CheckpointContents(path, "npz", params=dict(archive))
     """
 
 
 @hookspec(firstresult=True)
-def ts_save_checkpoint(params: Mapping[str, np.ndarray], path: str, format: str) -> bool | None:
-    """Write ``{name: array}`` as a checkpoint of your framework.
+def ts_save_checkpoint(
+    params: Mapping[str, np.ndarray], path: str, format: str, framework: str
+) -> bool | None:
+    """Write ``{name: array}`` as a checkpoint file.
 
     ``firstresult``: return ``True`` once written, ``None`` for formats that
     are not yours (``format`` is ``"ckpt"``, ``"safetensors"``, ``"pth"``...).
-    Write atomically: to a temporary file in the same folder, then rename.
+    Write atomically (:func:`tscore.npy_files.write_atomic`): a failure half
+    way must leave no file behind and any old file as it was.
+
+    :param framework: the framework that will read the file (``"mindspore"``,
+        ``"torch"``), for formats that record it (safetensors metadata).
     """
 
 
@@ -248,10 +271,18 @@ def ts_layer_params(model: object) -> Sequence[tuple[str, str, Sequence[str]]] |
 
     ``firstresult``: return ``None`` when ``model`` is not yours.
 
-    The neutral kind names what the layer computes, independent of framework
-    (``"linear"``, ``"conv2d"``, ``"batchnorm"``, ``"layernorm"``,
-    ``"embedding"``, ``"prelu"``...); subclasses of a known layer report their
-    base's kind. Parameter names are relative to the layer (``"weight"``).
+    Every entry of the model's state dict appears exactly once, in state-dict
+    order, under the layer that owns it (``""`` for the root); a layer of no
+    known kind has kind ``""``.
+
+    The neutral kind names what the layer computes, independent of framework;
+    subclasses of a known layer report their base's kind. The kinds in use:
+    ``linear``, ``conv1d``/``2d``/``3d``, ``conv_transpose1d``/``2d``/``3d``,
+    ``batchnorm1d``/``2d``/``3d``, ``batchnorm`` (no fixed rank, such as
+    SyncBatchNorm), ``instancenorm1d``/``2d``/``3d``, ``layernorm``,
+    ``groupnorm``, ``embedding``, ``prelu``, ``rnn``, ``lstm``, ``gru``,
+    ``multihead_attention``. Parameter names are relative to the layer
+    (``"weight"``, ``"running_mean"``).
     """
 
 
@@ -260,13 +291,22 @@ def ts_weight_rules(kind: str, source: str, target: str) -> Mapping[str, Any] | 
     """Give the naming and value rules that turn one layer kind's parameters into another framework's.
 
     Collecting hook: the plugin of the ``target`` framework answers for the
-    kinds it knows; the caller merges the answers.
+    kinds it knows; the caller merges the answers (later plugins win on a
+    clash). Parameters without a rule keep their name and value.
 
     :param kind: a neutral layer kind from :func:`ts_layer_params`.
     :param source: the framework the weights come from (``"torch"``).
     :param target: the framework they go to (``"mindspore"``).
-    :return: ``{"names": {"weight": "gamma", ...}, "transforms": {...}}`` or
-        ``None`` when you have no rule for ``kind``.
+    :return: ``None`` when you have no rule for ``kind``, otherwise a mapping
+        with ``"names"``: ``{source param name: target param name, or None
+        when the target layer has no such parameter}`` and ``"transforms"``:
+        ``{source param name: transform}`` where a transform is one of
+        :data:`tscore.checkpoint.transforms.TRANSFORMS` written as a string
+        (``"unsqueeze(2)"``), so that the weight map stays JSON. Example, the
+        MindSpore plugin for torch's BatchNorm2d::
+
+            {"names": {"weight": "gamma", "bias": "beta", "running_mean": "moving_mean",
+                       "running_var": "moving_variance", "num_batches_tracked": None}}
     """
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import pluggy
 
 from tscore import hookspecs, numpy_plugin
+from tscore.checkpoint import formats_plugin
 from tscore.errors import PluginError
 
 log = logging.getLogger(__name__)
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "tscore"
 PLUGINS_ENV_VAR = "TSCORE_PLUGINS"
 BUILTIN_NUMPY = "numpy"
+BUILTIN_FORMATS = "checkpoint-formats"
 
 
 @dataclass
@@ -95,6 +97,7 @@ def create_plugin_manager(*, load_entry_points: bool = True) -> TscorePluginMana
     """Build a manager with the built-in numpy plugin and, if asked, the installed plugins."""
     pm = TscorePluginManager()
     pm.register_plugin(numpy_plugin, BUILTIN_NUMPY, distribution="tscore (built in)")
+    pm.register_plugin(formats_plugin, BUILTIN_FORMATS, distribution="tscore (built in)")
     if load_entry_points:
         _load_entry_points(pm, selected_plugin_names())
     return pm

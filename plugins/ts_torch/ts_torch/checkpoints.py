@@ -1,0 +1,141 @@
+"""Reading and writing torch checkpoint files (``.pth``/``.pt``) as numpy arrays.
+
+Files are loaded with ``torch.load(weights_only=True)`` unless the caller
+trusts them, and memory-mapped when they are in torch's zip format, so the
+arrays returned are views of the file rather than copies.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import zipfile
+from collections.abc import Mapping
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from tscore.checkpoint.contents import CheckpointContents, CheckpointReadError
+from tscore.npy_files import write_atomic
+
+# Keys under which training scripts commonly nest the state dict.
+STATE_DICT_KEYS = ("state_dict", "model_state_dict", "model", "net", "network", "module", "params")
+
+
+def _zip_damage(path: str) -> tuple[str, int] | None:
+    """Locate the damage in a torch zip file: what is wrong and at which byte."""
+    size = os.path.getsize(path)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                try:
+                    with archive.open(info) as member:
+                        while member.read(1 << 20):
+                            pass
+                except (zipfile.BadZipFile, EOFError, OSError) as exc:
+                    return f"archive member {info.filename!r} is damaged ({exc})", info.header_offset
+    except zipfile.BadZipFile:
+        return (
+            f"no zip directory at the end of the file: the file is truncated or not a torch file "
+            f"({size} bytes)",
+            size,
+        )
+    return None
+
+
+def _read_error(path: str, exc: BaseException) -> CheckpointReadError:
+    if isinstance(exc, pickle.UnpicklingError) and "weights only" in str(exc).lower():
+        return CheckpointReadError(
+            f"{path}: torch.load(weights_only=True) refused the file: it holds pickled Python objects "
+            "(a whole model or custom classes), and unpickling runs code. If you trust the file, pass "
+            "trust_pickle=True (command line: --trust-pickle), or load it yourself and pass the state dict "
+            "(pth_para_dict=).",
+            path=path,
+        )
+    with open(path, "rb") as stream:
+        is_zip = stream.read(2) == b"PK"
+    damage = _zip_damage(path) if is_zip else None
+    if damage is not None:
+        what, offset = damage
+        return CheckpointReadError(f"{path}: {what}, at byte {offset}", path=path, offset=offset)
+    first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return CheckpointReadError(f"{path}: torch.load failed: {first_line}", path=path)
+
+
+def _load(path: str, trust: bool) -> Any:
+    import torch
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=not trust, mmap=True)
+    except RuntimeError as exc:
+        if "mmap can only be used" not in str(exc):
+            raise
+    return torch.load(path, map_location="cpu", weights_only=not trust)
+
+
+def _describe(value: object) -> str:
+    if isinstance(value, Mapping):
+        return f"a dict of {len(value)} entries, not a tensor (optimizer or scheduler state?)"
+    if isinstance(value, (int, float, str, bool)):
+        return f"{type(value).__name__} {value!r}, not a tensor"
+    return f"{type(value).__name__}, not a tensor"
+
+
+def _state_dict(path: str, loaded: object, skipped: dict[str, str]) -> Mapping[str, object]:
+    """Find the state dict in what ``torch.load`` returned."""
+    import torch
+
+    if isinstance(loaded, torch.nn.Module):
+        return loaded.state_dict()
+    if not isinstance(loaded, Mapping):
+        raise CheckpointReadError(
+            f"{path}: holds a {type(loaded).__name__}, not a state dict; load it yourself and pass the "
+            "state dict (pth_para_dict=)",
+            path=path,
+        )
+    if any(isinstance(v, torch.Tensor) for v in loaded.values()):
+        return loaded
+    for key in STATE_DICT_KEYS:
+        inner = loaded.get(key)
+        if isinstance(inner, torch.nn.Module):
+            inner = inner.state_dict()
+        if isinstance(inner, Mapping) and any(isinstance(v, torch.Tensor) for v in inner.values()):
+            skipped.update(
+                {str(k): f"outside {key!r}: " + _describe(v) for k, v in loaded.items() if k != key}
+            )
+            return inner
+    raise CheckpointReadError(
+        f"{path}: no tensors found, at the top level or under any of {', '.join(STATE_DICT_KEYS)}; "
+        f"its keys are {list(loaded)[:20]}. Load it yourself and pass the state dict (pth_para_dict=)",
+        path=path,
+    )
+
+
+def read_pth(path: str, trust: bool, to_numpy: Any) -> CheckpointContents:
+    """Read a torch file into numpy arrays, leaving out (and noting) every entry that is not a tensor."""
+    import torch
+
+    try:
+        loaded = _load(path, trust)
+    except Exception as exc:
+        raise _read_error(path, exc) from exc
+    out = CheckpointContents(path=path, format="pth")
+    for name, value in _state_dict(path, loaded, out.skipped).items():
+        if isinstance(value, torch.Tensor):
+            out.params[str(name)] = to_numpy(value, copy=False)
+            out.dtypes[str(name)] = str(value.dtype)
+        else:
+            out.skipped[str(name)] = _describe(value)
+    return out
+
+
+def write_pth(params: Mapping[str, np.ndarray], path: str, from_numpy: Any) -> None:
+    """Write ``{name: array}`` as a plain torch state dict, atomically."""
+    import torch
+
+    state = {name: from_numpy(np.asarray(array), "torch", None) for name, array in params.items()}
+
+    def write(stream: BinaryIO) -> None:
+        torch.save(state, stream)
+
+    write_atomic(path, write)

@@ -1,0 +1,1 @@
+"""Checkpoints: reading and writing them, weight maps between frameworks, conversion and comparison."""
