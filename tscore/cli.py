@@ -6,8 +6,15 @@ each serves and the hooks each implements (``--json`` for a program).
 ``tscore compare DIR_A DIR_B`` compares two folders of ``.npy`` files as
 ``ts.migrator.compare_npy_dir`` does, so it can gate a CI job.
 
-Exit status: 0 on success (for ``compare``: every pair within tolerance), 1
-when ``compare`` found a pair that is not, 2 on a usage error or bad input.
+``tscore convert SRC DST --map MAP`` converts a checkpoint through a weight
+map (``.pth`` to ``.ckpt``/``.safetensors``, or back with ``--reverse``).
+
+``tscore ckpt-diff A B [--map MAP]`` compares two checkpoints' shapes and
+values (a torch file against a MindSpore one through ``--map``).
+
+Exit status: 0 on success (for ``compare`` and ``ckpt-diff``: everything
+within tolerance), 1 when a comparison found a difference, 2 on a usage error
+or bad input.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from typing import Any
 from tabulate import tabulate
 
 from tscore import __version__
+from tscore.checkpoint import cli_commands
 from tscore.compare.engine import MATCH_STRATEGIES, compare_npy_dir
 from tscore.compare.kernels import KERNEL_NAMES
 from tscore.errors import TscoreError
@@ -167,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     plugins.add_argument("--json", action="store_true", help="print JSON for a program")
     plugins.set_defaults(run=_cmd_plugins)
     _add_compare(commands)
+    cli_commands.add_convert(commands)
+    cli_commands.add_ckpt_diff(commands, _non_negative)
     return parser
 
 

@@ -109,6 +109,53 @@ def _allclose_cell(row: PairResult) -> str:
     return _STATUS_LABELS.get(row.status, str(row.allclose))
 
 
+def boxed(title: str, body: str) -> str:
+    """Put ``title`` in a box on top of a ``tabulate(..., tablefmt="pretty")`` table."""
+    width = len(body.splitlines()[0])
+    rule = "+" + "-" * (width - 2) + "+"
+    return "\n".join([rule, "|" + title.center(width - 2) + "|", body])
+
+
+def pair_table(
+    pairs: list[PairResult],
+    *,
+    title: str = TITLE,
+    name_headers: tuple[str, str] = ("orig array name", "target array name"),
+    compare_shape: bool = False,
+    only_failed: bool = False,
+    footer: list[str] | None = None,
+) -> str:
+    """Render value comparisons as TroubleShooter's table, with numbered notes and footer lines below.
+
+    :param name_headers: the two name columns' titles.
+    :param only_failed: leave out the rows that passed.
+    """
+    headers = list(name_headers)
+    if compare_shape:
+        headers += ["shape of orig", "shape of target"]
+    headers += ["result of allclose", "ratio of allclose", "cosine similarity", "mean & max diffs"]
+    rows: list[list[str]] = []
+    notes: list[str] = []
+    for pair in pairs:
+        if only_failed and pair.passed:
+            continue
+        row = [str(pair.orig_name), str(pair.target_name)]
+        if compare_shape:
+            row += [format_shape(pair.orig_shape), format_shape(pair.target_shape)]
+        row += [
+            _allclose_cell(pair),
+            format_ratio(pair.ratio_close),
+            format_number(pair.cosine),
+            f"{format_number(pair.mean_abs_diff)}, {format_number(pair.max_abs_diff)}",
+        ]
+        if pair.message:
+            notes.append(f"[{len(notes) + 1}] {pair.orig_name} / {pair.target_name}: {pair.message}")
+            row[0] = f"{row[0]} [{len(notes)}]"
+        rows.append(row)
+    body = tabulate(rows, headers=headers, tablefmt="pretty")
+    return "\n".join([boxed(title, body), *notes, *(footer or [])])
+
+
 class CompareReport(BaseModel):
     """Every pair compared between two folders, with the settings used."""
 
@@ -165,33 +212,9 @@ class CompareReport(BaseModel):
         Rows with something to explain (missing files, dtypes, NaN counts)
         get a numbered note below the table, then the summary line.
         """
-        headers = ["orig array name", "target array name"]
-        if compare_shape:
-            headers += ["shape of orig", "shape of target"]
-        headers += ["result of allclose", "ratio of allclose", "cosine similarity", "mean & max diffs"]
-        rows: list[list[str]] = []
-        notes: list[str] = []
-        for pair in self.pairs:
-            if only_failed and pair.passed:
-                continue
-            row = [str(pair.orig_name), str(pair.target_name)]
-            if compare_shape:
-                row += [format_shape(pair.orig_shape), format_shape(pair.target_shape)]
-            row += [
-                _allclose_cell(pair),
-                format_ratio(pair.ratio_close),
-                format_number(pair.cosine),
-                f"{format_number(pair.mean_abs_diff)}, {format_number(pair.max_abs_diff)}",
-            ]
-            if pair.message:
-                notes.append(f"[{len(notes) + 1}] {pair.orig_name} / {pair.target_name}: {pair.message}")
-                row[0] = f"{row[0]} [{len(notes)}]"
-            rows.append(row)
-        body = tabulate(rows, headers=headers, tablefmt="pretty")
-        width = len(body.splitlines()[0])
-        rule = "+" + "-" * (width - 2) + "+"
-        lines = [rule, "|" + TITLE.center(width - 2) + "|", body, *notes, self.summary()]
-        return "\n".join(lines)
+        return pair_table(
+            self.pairs, compare_shape=compare_shape, only_failed=only_failed, footer=[self.summary()]
+        )
 
     def to_csv(self) -> str:
         """Every pair as one CSV row; numeric columns hold plain numbers, empty when undefined."""

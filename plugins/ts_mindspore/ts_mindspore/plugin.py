@@ -230,3 +230,11 @@ def ts_current_rank() -> int | None:
         return int(get_rank())
     except Exception:  # not initialised: MindSpore raises RuntimeError or ValueError
         return None
+
+
+@hookimpl
+def ts_weight_rules(kind: str, source: str, target: str) -> dict[str, Any] | None:
+    """Name torch layers' parameters as ``mindspore.nn`` names them (BatchNorm: weight -> gamma ...)."""
+    from ts_mindspore.weight_rules import weight_rules
+
+    return weight_rules(kind, source, target)

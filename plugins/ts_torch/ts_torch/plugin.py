@@ -12,13 +12,14 @@ import importlib.util
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import ml_dtypes
 import numpy as np
 
 from tscore import hookimpl
+from tscore.checkpoint.contents import CheckpointContents
 from tscore.errors import UnsupportedObjectError
 from tscore.tensor_meta import FrameworkInfo, TensorMeta
 
@@ -218,3 +219,35 @@ def ts_current_rank() -> int | None:
     if torch is None or not torch.distributed.is_available() or not torch.distributed.is_initialized():
         return None
     return int(torch.distributed.get_rank())
+
+
+@hookimpl
+def ts_load_checkpoint(path: str, kind: str, trust: bool) -> CheckpointContents | None:
+    """Read a torch ``.pth``/``.pt`` file: a state dict, a dict holding one, or (trusted) a module."""
+    if kind != "pth":
+        return None
+    from ts_torch.checkpoints import read_pth
+
+    return read_pth(path, trust, ts_to_numpy)
+
+
+@hookimpl
+def ts_save_checkpoint(params: Mapping[str, np.ndarray], path: str, format: str) -> bool | None:
+    """Write ``format="pth"``: a plain state dict of torch tensors."""
+    if format not in ("pth", "pt"):
+        return None
+    from ts_torch.checkpoints import write_pth
+
+    write_pth(params, path, ts_from_numpy)
+    return True
+
+
+@hookimpl
+def ts_layer_params(model: object) -> Sequence[tuple[str, str, Sequence[str]]] | None:
+    """List a ``torch.nn.Module``'s layers with their neutral kinds and state-dict entries."""
+    torch = _torch()
+    if torch is None or not isinstance(model, torch.nn.Module):
+        return None
+    from ts_torch.layers import layer_params
+
+    return layer_params(model)

@@ -1,0 +1,218 @@
+"""Comparing two checkpoints: which parameters both have, whether their shapes agree, and their values.
+
+Parameters pair by name (after the weight map, for a torch file against a
+MindSpore one). The values go through the compare engine's metrics, one pair
+at a time, so memory stays at one chunk whatever the checkpoint size.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field
+from tabulate import tabulate
+from tqdm import tqdm
+
+from tscore.checkpoint.contents import CheckpointContents
+from tscore.compare.engine import compare_arrays
+from tscore.compare.report import PairResult, boxed, format_shape, pair_table
+
+SHAPE_TITLE = "The list of comparison results for shapes"
+VALUE_TITLE = "The list of comparison results for values"
+
+
+class ShapeRow(BaseModel):
+    """One parameter name on either side, and whether the shapes agree (None: only one side has it)."""
+
+    orig_name: str | None
+    target_name: str | None
+    shape_equal: bool | None
+    orig_shape: tuple[int, ...] | None = None
+    target_shape: tuple[int, ...] | None = None
+    orig_dtype: str | None = None
+    target_dtype: str | None = None
+
+
+class CheckpointDiff(BaseModel):
+    """The comparison of two checkpoints: a shape row per name, a value row per shared name."""
+
+    model_config = ConfigDict(ser_json_inf_nan="strings")
+
+    orig_file: str
+    target_file: str
+    orig_label: str = Field(description="what the name columns call the orig side")
+    target_label: str
+    compare_value: bool
+    rtol: float
+    atol: float
+    equal_nan: bool
+    shape_rows: list[ShapeRow]
+    value_rows: list[PairResult]
+    skipped: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="per side ('orig', 'target'): entries left out and why"
+    )
+    dropped: list[str] = Field(default_factory=list, description="orig entries the weight map drops")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def passed(self) -> bool:
+        """True when both sides hold the same names and shapes and, if compared, values within tolerance."""
+        return all(row.shape_equal for row in self.shape_rows) and all(row.passed for row in self.value_rows)
+
+    def summary(self) -> str:
+        """One line: names on each side, shape and value agreement."""
+        both = sum(row.shape_equal is not None for row in self.shape_rows)
+        only_orig = sum(row.target_name is None for row in self.shape_rows)
+        only_target = sum(row.orig_name is None for row in self.shape_rows)
+        unequal = sum(row.shape_equal is False for row in self.shape_rows)
+        parts = [f"{both} parameters on both sides"]
+        if only_orig or only_target:
+            parts.append(f"{only_orig} only in {self.orig_label}, {only_target} only in {self.target_label}")
+        parts.append(f"{unequal} with different shapes")
+        if self.compare_value:
+            failed = sum(not row.passed for row in self.value_rows)
+            parts.append(f"{len(self.value_rows) - failed} of {len(self.value_rows)} within tolerance")
+        if self.dropped:
+            parts.append(f"{len(self.dropped)} dropped by the weight map")
+        skipped = sum(len(v) for v in self.skipped.values())
+        if skipped:
+            parts.append(f"{skipped} non-tensor entries skipped")
+        return "; ".join(parts)
+
+    def shape_table(self, *, only_diff: bool = False) -> str:
+        """TroubleShooter's shape table; ``only_diff`` keeps the rows whose shapes are not equal."""
+        names = (f"Parameter name of {self.orig_label}", f"Parameter name of {self.target_label}")
+        headers = [
+            *names,
+            "Whether shape are equal",
+            f"Parameter shape of {self.orig_label}",
+            f"Parameter shape of {self.target_label}",
+        ]
+        rows = [
+            [
+                row.orig_name,
+                row.target_name,
+                row.shape_equal,
+                format_shape(row.orig_shape),
+                format_shape(row.target_shape),
+            ]
+            for row in self.shape_rows
+            if not (only_diff and row.shape_equal)
+        ]
+        return boxed(SHAPE_TITLE, tabulate(rows, headers=headers, tablefmt="pretty"))
+
+    def value_table(self, *, only_diff: bool = False) -> str:
+        """TroubleShooter's value table with the compare engine's columns and notes."""
+        names = (f"Parameter name of {self.orig_label}", f"Parameter name of {self.target_label}")
+        return pair_table(self.value_rows, title=VALUE_TITLE, name_headers=names, only_failed=only_diff)
+
+    def table(self, *, only_diff: bool = False) -> str:
+        """Both tables (the value table when values were compared), then the summary line.
+
+        With ``only_diff``, a table with no row left is not shown.
+        """
+        parts = []
+        if not only_diff or not all(row.shape_equal for row in self.shape_rows):
+            parts.append(self.shape_table(only_diff=only_diff))
+        if self.compare_value and (not only_diff or not all(row.passed for row in self.value_rows)):
+            parts.append(self.value_table(only_diff=only_diff))
+        parts.append(self.summary())
+        return "\n".join(parts)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """Render the whole comparison as JSON."""
+        return self.model_dump_json(indent=indent)
+
+
+def diff_checkpoints(
+    orig: CheckpointContents,
+    target: CheckpointContents,
+    *,
+    orig_names: dict[str, str] | None = None,
+    labels: tuple[str, str] = ("original ckpt", "target ckpt"),
+    compare_value: bool = True,
+    rtol: float = 1e-4,
+    atol: float = 1e-4,
+    equal_nan: bool = False,
+    progress: bool = False,
+    dropped: list[str] | None = None,
+) -> CheckpointDiff:
+    """Pair ``orig`` and ``target`` entries by name and compare shapes and, if asked, values.
+
+    :param orig_names: display names for orig entries (``{name in orig: name shown}``),
+        such as the torch names of a converted checkpoint.
+    :param labels: what to call each side in the table headers.
+    :param progress: show a progress bar over the bytes compared (on a terminal only).
+    """
+    shown = orig_names or {}
+    shape_rows: list[ShapeRow] = []
+    value_rows: list[PairResult] = []
+    shared = [name for name in orig.params if name in target.params]
+    total = sum(orig.params[n].nbytes + target.params[n].nbytes for n in shared) if compare_value else 0
+    with tqdm(
+        total=total, unit="B", unit_scale=True, desc="compare", disable=None if progress else True
+    ) as bar:
+        for name, array in orig.params.items():
+            display = shown.get(name, name)
+            other = target.params.get(name)
+            orig_dtype = orig.dtypes.get(name, array.dtype.name)
+            if other is None:
+                shape_rows.append(
+                    ShapeRow(
+                        orig_name=display,
+                        target_name=None,
+                        shape_equal=None,
+                        orig_shape=array.shape,
+                        orig_dtype=orig_dtype,
+                    )
+                )
+                continue
+            target_dtype = target.dtypes.get(name, other.dtype.name)
+            shape_rows.append(
+                ShapeRow(
+                    orig_name=display,
+                    target_name=name,
+                    shape_equal=array.shape == other.shape,
+                    orig_shape=array.shape,
+                    target_shape=other.shape,
+                    orig_dtype=orig_dtype,
+                    target_dtype=target_dtype,
+                )
+            )
+            if compare_value:
+                row = compare_arrays(array, other, rtol, atol, equal_nan, orig_name=display, target_name=name)
+                value_rows.append(
+                    row.model_copy(update={"orig_dtype": orig_dtype, "target_dtype": target_dtype})
+                )
+                bar.update(array.nbytes + other.nbytes)
+    for name, other in target.params.items():
+        if name not in orig.params:
+            shape_rows.append(
+                ShapeRow(
+                    orig_name=None,
+                    target_name=name,
+                    shape_equal=None,
+                    target_shape=other.shape,
+                    target_dtype=target.dtypes.get(name, other.dtype.name),
+                )
+            )
+    return CheckpointDiff(
+        orig_file=orig.path,
+        target_file=target.path,
+        orig_label=labels[0],
+        target_label=labels[1],
+        compare_value=compare_value,
+        rtol=rtol,
+        atol=atol,
+        equal_nan=equal_nan,
+        shape_rows=shape_rows,
+        value_rows=value_rows,
+        skipped={side: dict(c.skipped) for side, c in (("orig", orig), ("target", target)) if c.skipped},
+        dropped=list(dropped or []),
+    )
+
+
+def print_diff(diff: CheckpointDiff, print_level: int) -> None:
+    """Print as TroubleShooter's ``print_level`` asks: 0 nothing, 1 everything, 2 only differences."""
+    if print_level:
+        print(diff.table(only_diff=print_level == 2), file=sys.stdout)

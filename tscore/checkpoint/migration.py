@@ -1,0 +1,293 @@
+"""TroubleShooter's weight-migration functions, with their names and arguments.
+
+``get_weight_map``, ``convert_weight``, ``compare_ms_ckpt`` and
+``compare_pth_and_ckpt``, plus ``convert_weight_to_pt`` for the way back.
+
+They return data (a :class:`WeightMap`, a :class:`ConversionReport`, a
+:class:`CheckpointDiff`) and print only as ``print_map``, ``print_conv_info``
+or ``print_level`` ask.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tscore.checkpoint.ckpt_diff import CheckpointDiff, diff_checkpoints, print_diff
+from tscore.checkpoint.contents import CheckpointContents
+from tscore.checkpoint.convert import ConversionReport, convert_checkpoint, convert_params
+from tscore.checkpoint.files import load_checkpoint
+from tscore.checkpoint.weight_map import (
+    WeightMap,
+    build_weight_map,
+    customise,
+    load_weight_map,
+    save_weight_map,
+)
+from tscore.errors import TargetPathError, UnsupportedObjectError
+from tscore.tensors import to_numpy
+
+log = logging.getLogger(__name__)
+
+PathLike = str | os.PathLike[str]
+
+
+def get_weight_map(
+    pt_net: object = None,
+    weight_map_save_path: PathLike | None = None,
+    weight_name_prefix: str | None = None,
+    custom_name_func: Callable[[dict[str, str]], Mapping[str, str]] | None = None,
+    print_map: bool = False,
+    *,
+    pt_model: object = None,
+) -> WeightMap:
+    """Map every state-dict entry of a torch network to its MindSpore name and layout.
+
+    :param pt_net: the torch network (``pt_model=`` is accepted too, as spec 003 writes it).
+    :param weight_map_save_path: write the map there as JSON (its folder must exist).
+    :param weight_name_prefix: put ``prefix.`` in front of every MindSpore name.
+    :param custom_name_func: receives ``{torch name: MindSpore name}`` and returns the dict to use.
+    :param print_map: print the map as a table.
+    :return: the map; ``name_map, value_map = get_weight_map(...)`` works as in TroubleShooter.
+    :raises TypeError: when no network is given, or it is not a torch module.
+    """
+    net = pt_net if pt_net is not None else pt_model
+    if net is None:
+        raise TypeError("get_weight_map: pass the torch network as pt_net= (or pt_model=)")
+    if weight_name_prefix is not None and not isinstance(weight_name_prefix, str):
+        raise TypeError(
+            f"get_weight_map: weight_name_prefix must be a str, not {type(weight_name_prefix).__name__}"
+        )
+    if custom_name_func is not None and not callable(custom_name_func):
+        raise TypeError("get_weight_map: custom_name_func must be a function")
+    weight_map = customise(build_weight_map(net), weight_name_prefix, custom_name_func)
+    if weight_map_save_path is not None:
+        save_weight_map(weight_map, weight_map_save_path)
+    if print_map:
+        print(weight_map.table())
+    return weight_map
+
+
+def _weight_map(weight_map_path: PathLike | None, weight_map: object, caller: str) -> WeightMap:
+    if weight_map is not None:
+        if isinstance(weight_map, WeightMap):
+            return weight_map
+        if isinstance(weight_map, (list, tuple)) and len(weight_map) == 2:
+            return WeightMap(dict(weight_map[0]), dict(weight_map[1] or {}))
+        raise TypeError(f"{caller}: weight_map must be what get_weight_map returned")
+    if weight_map_path is None:
+        raise TypeError(f"{caller}: pass weight_map_path, the JSON file written by get_weight_map")
+    return load_weight_map(weight_map_path)
+
+
+def _params_of(given: Mapping[str, Any], label: str) -> CheckpointContents:
+    """Turn a user's loaded ``{name: tensor}`` into contents, skipping (and noting) what is not a tensor."""
+    if not isinstance(given, Mapping):
+        raise TypeError(f"{label} must be a dict of {{name: tensor}}, not {type(given).__name__}")
+    out = CheckpointContents(path=label, format="dict")
+    for name, value in given.items():
+        try:
+            out.params[str(name)] = to_numpy(value, copy=False)
+        except UnsupportedObjectError:
+            out.skipped[str(name)] = f"a {type(value).__name__}, not a tensor"
+    return out
+
+
+def _check_output(path: PathLike | None, argument: str) -> str:
+    if path is None:
+        raise TypeError(f"pass {argument}, the file to write")
+    name = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(name))
+    if not os.path.isdir(folder):
+        raise TargetPathError(f"{argument} {name!r}: folder {folder!r} does not exist")
+    return name
+
+
+def convert_weight(
+    weight_map_path: PathLike | None = None,
+    pt_file_path: PathLike | None = None,
+    ms_file_save_path: PathLike | None = None,
+    *,
+    pth_para_dict: Mapping[str, Any] | None = None,
+    print_conv_info: bool = True,
+    format: str = "ckpt",
+    weight_map: object = None,
+    trust_pickle: bool = False,
+    pt_param_dict: Mapping[str, Any] | None = None,
+    print_save_path: bool = True,
+) -> ConversionReport:
+    """Convert a torch checkpoint into a MindSpore one through a weight map.
+
+    :param weight_map_path: the JSON map from :func:`get_weight_map` (or pass ``weight_map=``).
+    :param pt_file_path: the ``.pth``/``.pt`` file: a state dict, a dict holding
+        one (``{"state_dict": ..., "epoch": 3}``), or with ``trust_pickle`` a
+        whole pickled model. Non-tensor entries are skipped and listed.
+    :param ms_file_save_path: the MindSpore file to write.
+    :param pth_para_dict: an already loaded ``{name: tensor}`` instead of
+        ``pt_file_path`` (``pt_param_dict=``, TroubleShooter's spelling, works too).
+    :param print_conv_info: print the conversion table.
+    :param format: ``"ckpt"`` or ``"safetensors"`` (MindSpore's safetensors).
+    :param trust_pickle: let ``torch.load`` unpickle arbitrary objects; only for trusted files.
+    :return: the conversion table as data.
+    :raises WeightMapError: when the map does not name exactly the file's
+        tensors (the first twenty of each kind are listed); nothing is written then.
+    """
+    given = pth_para_dict if pth_para_dict is not None else pt_param_dict
+    if format not in ("ckpt", "safetensors"):
+        raise ValueError(f"convert_weight: format must be 'ckpt' or 'safetensors', not {format!r}")
+    target = _check_output(ms_file_save_path, "ms_file_save_path")
+    mapping = _weight_map(weight_map_path, weight_map, "convert_weight")
+    if given is not None:
+        contents = _params_of(given, "pth_para_dict")
+    elif pt_file_path is not None:
+        contents = load_checkpoint(pt_file_path, trust_pickle=trust_pickle)
+    else:
+        raise TypeError("convert_weight: pass pt_file_path, or the loaded parameters as pth_para_dict=")
+    report = convert_checkpoint(contents, target, mapping, format=format)
+    if print_conv_info:
+        print(report.table())
+    if print_save_path:
+        log.info("the torch weights were converted for MindSpore and saved to %s", target)
+    return report
+
+
+def convert_weight_to_pt(
+    weight_map_path: PathLike | None = None,
+    ms_file_path: PathLike | None = None,
+    pt_file_save_path: PathLike | None = None,
+    *,
+    ms_para_dict: Mapping[str, Any] | None = None,
+    print_conv_info: bool = True,
+    format: str = "pth",
+    weight_map: object = None,
+    strict: bool = True,
+) -> ConversionReport:
+    """Convert a MindSpore checkpoint back into a torch state dict, through the same weight map.
+
+    Entries the map dropped (BatchNorm's ``num_batches_tracked``) are not in
+    the result; ``torch.nn.Module.load_state_dict`` fills them itself.
+
+    :param format: ``"pth"`` (a state dict for ``torch.load``) or ``"safetensors"``.
+    :param strict: with ``False``, MindSpore entries the map does not name
+        (optimizer moments, ``global_step``) are skipped instead of an error.
+    """
+    if format not in ("pth", "safetensors"):
+        raise ValueError(f"convert_weight_to_pt: format must be 'pth' or 'safetensors', not {format!r}")
+    target = _check_output(pt_file_save_path, "pt_file_save_path")
+    mapping = _weight_map(weight_map_path, weight_map, "convert_weight_to_pt").inverse()
+    if ms_para_dict is not None:
+        contents = _params_of(ms_para_dict, "ms_para_dict")
+    elif ms_file_path is not None:
+        contents = load_checkpoint(ms_file_path)
+    else:
+        raise TypeError("convert_weight_to_pt: pass ms_file_path, or the loaded parameters as ms_para_dict=")
+    report = convert_checkpoint(contents, target, mapping, format=format, strict=strict)
+    if print_conv_info:
+        print(report.table())
+    return report
+
+
+def _check_compare_args(print_level: int, rtol: float, atol: float) -> None:
+    if print_level not in (0, 1, 2):
+        raise ValueError(
+            f"print_level must be 0 (print nothing), 1 (everything) or 2 (differences), not {print_level!r}"
+        )
+    if not (rtol >= 0 and atol >= 0):
+        raise ValueError(f"rtol and atol must be >= 0, got rtol={rtol}, atol={atol}")
+
+
+def compare_ms_ckpt(
+    orig_file_path: PathLike | None,
+    target_file_path: PathLike | None,
+    *,
+    compare_value: bool = True,
+    print_level: int = 1,
+    rtol: float = 1e-4,
+    atol: float = 1e-4,
+    equal_nan: bool = False,
+    orig_ckpt_dict: Mapping[str, Any] | None = None,
+    target_ckpt_dict: Mapping[str, Any] | None = None,
+) -> CheckpointDiff:
+    """Compare two MindSpore checkpoints: a shape table, and a value table with ``compare_value``.
+
+    Needs no MindSpore: ``.ckpt`` files are read with numpy. ``.safetensors``
+    files work too.
+
+    :param print_level: 0 prints nothing, 1 everything, 2 only the differences.
+    :param orig_ckpt_dict: loaded parameters instead of ``orig_file_path`` (likewise ``target_ckpt_dict``).
+    :return: both tables as data; ``.passed`` says whether everything agrees.
+    """
+    _check_compare_args(print_level, rtol, atol)
+    sides = []
+    for path, given, label in (
+        (orig_file_path, orig_ckpt_dict, "orig_file_path"),
+        (target_file_path, target_ckpt_dict, "target_file_path"),
+    ):
+        if given is not None:
+            sides.append(_params_of(given, label.replace("file_path", "ckpt_dict")))
+        elif path is not None:
+            sides.append(load_checkpoint(path))
+        else:
+            raise TypeError(f"compare_ms_ckpt: pass {label}")
+    diff = diff_checkpoints(
+        sides[0],
+        sides[1],
+        compare_value=compare_value,
+        rtol=rtol,
+        atol=atol,
+        equal_nan=equal_nan,
+        progress=print_level > 0,
+    )
+    print_diff(diff, print_level)
+    return diff
+
+
+def compare_pth_and_ckpt(
+    weight_map_path: PathLike | None,
+    pt_file_path: PathLike,
+    ms_file_path: PathLike,
+    *,
+    compare_value: bool = True,
+    print_level: int = 1,
+    rtol: float = 1e-4,
+    atol: float = 1e-4,
+    equal_nan: bool = False,
+    weight_map: object = None,
+    trust_pickle: bool = False,
+) -> CheckpointDiff:
+    """Compare a torch checkpoint with a MindSpore one through the weight map.
+
+    The torch entries are renamed and reshaped in memory (no temporary file);
+    the tables show the torch name next to the MindSpore name.
+
+    :param print_level: 0 prints nothing, 1 everything, 2 only the differences.
+    """
+    _check_compare_args(print_level, rtol, atol)
+    mapping = _weight_map(weight_map_path, weight_map, "compare_pth_and_ckpt")
+    torch_side = load_checkpoint(pt_file_path, trust_pickle=trust_pickle)
+    ms_side = load_checkpoint(ms_file_path)
+    params, rows = convert_params(torch_side, mapping)
+    converted = CheckpointContents(
+        path=torch_side.path, format=torch_side.format, params=params, skipped=torch_side.skipped
+    )
+    names = {row.target_name: row.source_name for row in rows if row.target_name is not None}
+    converted.dtypes = {
+        row.target_name: row.dtype for row in rows if row.target_name is not None and row.dtype
+    }
+    dropped = [row.source_name for row in rows if row.status.value == "dropped"]
+    diff = diff_checkpoints(
+        converted,
+        ms_side,
+        orig_names=names,
+        labels=("torch", "MindSpore"),
+        compare_value=compare_value,
+        rtol=rtol,
+        atol=atol,
+        equal_nan=equal_nan,
+        progress=print_level > 0,
+        dropped=dropped,
+    )
+    print_diff(diff, print_level)
+    return diff
