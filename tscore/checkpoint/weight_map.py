@@ -24,8 +24,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from tabulate import tabulate
 
@@ -44,17 +45,25 @@ class WeightMapError(TscoreError, ValueError):
     """A weight map that cannot be read, or that does not fit the checkpoint it is used with."""
 
 
-class WeightMap(NamedTuple):
+@dataclass(frozen=True)
+class WeightMap:
     """Source parameter name -> target name (``None``: dropped), and source name -> value transform.
 
-    A tuple, so that TroubleShooter's ``name_map, value_map = get_weight_map(...)`` keeps working.
+    It unpacks as TroubleShooter's pair, so ``name_map, value_map =
+    get_weight_map(...)`` keeps working.
+
+    :ivar layers: layer path -> neutral layer kind, for a person reading the map.
     """
 
     name_map: dict[str, str | None]
     value_map: dict[str, str]
     source: str = "torch"
     target: str = "mindspore"
-    layers: dict[str, str] = {}  # noqa: RUF012 - a NamedTuple default, never mutated
+    layers: dict[str, str] = field(default_factory=dict)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        """Yield ``name_map`` then ``value_map``, as TroubleShooter's tuple did."""
+        return iter((self.name_map, self.value_map))
 
     def to_json(self) -> str:
         """Render the map as indented JSON."""
@@ -186,7 +195,7 @@ def customise(
             )
         kept = {k: str(changed[k]) for k in kept}
     name_map = {k: kept.get(k) for k in weight_map.name_map}
-    return weight_map._replace(name_map=name_map)
+    return replace(weight_map, name_map=name_map)
 
 
 def _check_names(value: object, what: str, path: str) -> dict[str, Any]:
