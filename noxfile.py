@@ -2,8 +2,8 @@
 
 Plain ``nox`` runs lint and the four test sessions: the core with no framework
 installed, torch alone, MindSpore alone, and both together. ``nox -s example``
-runs the bundled example; ``nox -s bench`` and ``nox -s bench_compare`` the
-benchmarks.
+runs the bundled example; ``nox -s bench``, ``nox -s bench_compare`` and
+``nox -s bench_checkpoint`` the benchmarks.
 """
 
 from __future__ import annotations
@@ -112,3 +112,10 @@ def bench_compare(session: nox.Session) -> None:
             str(ts_python), "-m", "pip", "install", "troubleshooter==1.0.18", "torch==2.13.0", external=True
         )
     session.run("python", "benchmarks/bench_compare.py", "--ts-python", str(ts_python), *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bench_checkpoint(session: nox.Session) -> None:
+    """Checkpoint conversion and reading against torch.load + mindspore.save_checkpoint (about 3 GB of disk)."""
+    session.install(*CONSTRAINTS, ".", TORCH_PLUGIN, MS_PLUGIN, MS_NUMPY)
+    session.run("python", "benchmarks/bench_checkpoint.py", *session.posargs)

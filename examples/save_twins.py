@@ -1,8 +1,9 @@
 """A torch network and its MindSpore twin save tensors and gradients into two folders.
 
 Run it with ``nox -s example`` (or ``python examples/save_twins.py OUT`` where
-tscore, ts_torch and ts_mindspore are installed). Both networks get the same
-weights and the same input; each saves its input, its hidden activation, the
+tscore, ts_torch and ts_mindspore are installed). The MindSpore twin gets the
+torch weights as a migration does (``get_weight_map``, ``convert_weight``,
+``load_param_into_net``, files in ``OUT/weights``), and both get the same input; each saves its input, its hidden activation, the
 gradient flowing back into that activation and its named parameter gradients,
 under the same file names, so the two folders pair file by file. Then
 ``ts.migrator.compare_npy_dir`` compares the folders and prints the table;
@@ -53,10 +54,16 @@ class MsNet(ms.nn.Cell):
         return self.fc2(h)
 
 
-def copy_weights(source: TorchNet, target: MsNet) -> None:
-    """Give the MindSpore twin the torch weights (Linear and Dense share a layout)."""
-    for name, param in target.parameters_and_names():
-        param.set_data(ms.Tensor(source.state_dict()[name].numpy()))
+def migrate_weights(source: TorchNet, target: MsNet, folder: Path) -> None:
+    """Move the torch weights into the MindSpore twin: map, convert to a .ckpt, load."""
+    folder.mkdir(parents=True, exist_ok=True)
+    pth, weight_map, ckpt = folder / "torch_net.pth", folder / "torch_net_map.json", folder / "ms_net.ckpt"
+    torch.save(source.state_dict(), pth)
+    ts.migrator.get_weight_map(pt_net=source, weight_map_save_path=weight_map)
+    ts.migrator.convert_weight(weight_map, pth, ckpt, print_conv_info=False)
+    not_loaded, _ = ms.load_param_into_net(target, ms.load_checkpoint(str(ckpt)))
+    if not_loaded:
+        raise RuntimeError(f"parameters left unloaded: {not_loaded}")
 
 
 def main(out: str) -> bool:
@@ -73,7 +80,7 @@ def main(out: str) -> bool:
 
     ts.reset_save_id()
     ms_net = MsNet(str(root / "mindspore") + "/")
-    copy_weights(pt_net, ms_net)
+    migrate_weights(pt_net, ms_net, root / "weights")
 
     def forward(data: ms.Tensor, label: ms.Tensor) -> ms.Tensor:
         return ms.ops.mse_loss(ms_net(data), label)
