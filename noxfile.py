@@ -116,6 +116,6 @@ def bench_compare(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench_checkpoint(session: nox.Session) -> None:
-    """Checkpoint conversion and reading against torch.load + mindspore.save_checkpoint (about 3 GB of disk)."""
+    """Checkpoint conversion and reading against torch.load + mindspore.save_checkpoint (3 GB of disk)."""
     session.install(*CONSTRAINTS, ".", TORCH_PLUGIN, MS_PLUGIN, MS_NUMPY)
     session.run("python", "benchmarks/bench_checkpoint.py", *session.posargs)

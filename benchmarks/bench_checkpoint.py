@@ -105,7 +105,13 @@ print(json.dumps({"seconds": seconds, "rss": peak["VmRSS"] - before["VmRSS"],
                   "anon": peak["RssAnon"] - before["RssAnon"]}))
 """
 
-OPERATIONS = ("convert/baseline", "convert/tscore", "read/mindspore", "read/tscore-mmap", "read/tscore-memory")
+OPERATIONS = (
+    "convert/baseline",
+    "convert/tscore",
+    "read/mindspore",
+    "read/tscore-mmap",
+    "read/tscore-memory",
+)
 
 
 def make_workload(folder: str, gib: float) -> tuple[str, str, str, int]:
@@ -122,7 +128,9 @@ def make_workload(folder: str, gib: float) -> tuple[str, str, str, int]:
     for _ in range(max(1, int(gib * 0.9 * 2**30 // block_bytes))):
         layers += [torch.nn.Linear(2048, 4096, bias=False), torch.nn.BatchNorm1d(4096)]
         layers += [torch.nn.Linear(4096, 2048, bias=False)]
-    layers += [torch.nn.Conv1d(512, 512, 16) for _ in range(max(1, int(gib * 0.1 * 2**30 // (512 * 512 * 64))))]
+    layers += [
+        torch.nn.Conv1d(512, 512, 16) for _ in range(max(1, int(gib * 0.1 * 2**30 // (512 * 512 * 64))))
+    ]
     net = torch.nn.Sequential(*layers)
     if not os.path.exists(pth):
         torch.save(net.state_dict(), pth)

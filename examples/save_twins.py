@@ -3,7 +3,8 @@
 Run it with ``nox -s example`` (or ``python examples/save_twins.py OUT`` where
 tscore, ts_torch and ts_mindspore are installed). The MindSpore twin gets the
 torch weights as a migration does (``get_weight_map``, ``convert_weight``,
-``load_param_into_net``, files in ``OUT/weights``), and both get the same input; each saves its input, its hidden activation, the
+``load_param_into_net``, files in ``OUT/weights``), and both get the same
+input; each saves its input, its hidden activation, the
 gradient flowing back into that activation and its named parameter gradients,
 under the same file names, so the two folders pair file by file. Then
 ``ts.migrator.compare_npy_dir`` compares the folders and prints the table;
