@@ -14,6 +14,8 @@ from tabulate import tabulate
 from tqdm import tqdm
 
 from tscore.checkpoint.contents import CheckpointContents
+from tscore.checkpoint.convert import ConversionStatus, convert_params
+from tscore.checkpoint.weight_map import WeightMap
 from tscore.compare.engine import compare_arrays
 from tscore.compare.report import PairResult, boxed, format_shape, pair_table
 
@@ -210,6 +212,28 @@ def diff_checkpoints(
         skipped={side: dict(c.skipped) for side, c in (("orig", orig), ("target", target)) if c.skipped},
         dropped=list(dropped or []),
     )
+
+
+def through_map(
+    contents: CheckpointContents, weight_map: WeightMap
+) -> tuple[CheckpointContents, dict[str, str], list[str]]:
+    """Rename and reshape ``contents`` as the map says, for pairing with the target framework's checkpoint.
+
+    :return: the converted contents, ``{target name: source name}`` to show the
+        source names in the tables, and the source entries the map drops.
+    """
+    params, rows = convert_params(contents, weight_map)
+    named = [(row.target_name, row) for row in rows if row.target_name is not None]
+    converted = CheckpointContents(
+        path=contents.path,
+        format=contents.format,
+        params=params,
+        dtypes={target: row.dtype for target, row in named if row.dtype},
+        skipped=contents.skipped,
+    )
+    names = {target: row.source_name for target, row in named}
+    dropped = [row.source_name for row in rows if row.status is ConversionStatus.DROPPED]
+    return converted, names, dropped
 
 
 def print_diff(diff: CheckpointDiff, print_level: int) -> None:

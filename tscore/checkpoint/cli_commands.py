@@ -7,8 +7,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from tscore.checkpoint.ckpt_diff import diff_checkpoints
-from tscore.checkpoint.convert import convert_checkpoint, convert_params
+from tscore.checkpoint.ckpt_diff import diff_checkpoints, through_map
+from tscore.checkpoint.convert import convert_checkpoint
 from tscore.checkpoint.files import SUFFIX_KINDS, load_checkpoint
 from tscore.checkpoint.weight_map import WeightMap, load_weight_map
 
@@ -82,11 +82,7 @@ def _cmd_ckpt_diff(args: argparse.Namespace) -> int:
     labels = ("original ckpt", "target ckpt")
     dropped: list[str] = []
     if args.map:
-        params, rows = convert_params(orig, load_weight_map(args.map))
-        names = {row.target_name: row.source_name for row in rows if row.target_name is not None}
-        dropped = [row.source_name for row in rows if row.status.value == "dropped"]
-        orig.params = params
-        orig.dtypes = {}
+        orig, names, dropped = through_map(orig, load_weight_map(args.map))
         labels = ("torch", "MindSpore")
     diff = diff_checkpoints(
         orig,

@@ -15,9 +15,9 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tscore.checkpoint.ckpt_diff import CheckpointDiff, diff_checkpoints, print_diff
+from tscore.checkpoint.ckpt_diff import CheckpointDiff, diff_checkpoints, print_diff, through_map
 from tscore.checkpoint.contents import CheckpointContents
-from tscore.checkpoint.convert import ConversionReport, convert_checkpoint, convert_params
+from tscore.checkpoint.convert import ConversionReport, convert_checkpoint
 from tscore.checkpoint.files import load_checkpoint
 from tscore.checkpoint.weight_map import (
     WeightMap,
@@ -268,15 +268,7 @@ def compare_pth_and_ckpt(
     mapping = _weight_map(weight_map_path, weight_map, "compare_pth_and_ckpt")
     torch_side = load_checkpoint(pt_file_path, trust_pickle=trust_pickle)
     ms_side = load_checkpoint(ms_file_path)
-    params, rows = convert_params(torch_side, mapping)
-    converted = CheckpointContents(
-        path=torch_side.path, format=torch_side.format, params=params, skipped=torch_side.skipped
-    )
-    names = {row.target_name: row.source_name for row in rows if row.target_name is not None}
-    converted.dtypes = {
-        row.target_name: row.dtype for row in rows if row.target_name is not None and row.dtype
-    }
-    dropped = [row.source_name for row in rows if row.status.value == "dropped"]
+    converted, names, dropped = through_map(torch_side, mapping)
     diff = diff_checkpoints(
         converted,
         ms_side,
