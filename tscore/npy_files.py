@@ -75,6 +75,23 @@ def ensure_folder(folder: str) -> None:
         ) from exc
 
 
+def writable_target(path: str | os.PathLike[str], argument: str) -> str:
+    """Check that the file ``path`` can be created: its folder exists and it is not a folder.
+
+    Call it before any work, so that bad output paths fail at once.
+
+    :param argument: the argument or option that named the path, for the message.
+    :raises TargetPathError: naming the argument, the path and what to do.
+    """
+    name = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(name))
+    if not os.path.isdir(folder):
+        raise TargetPathError(f"{argument} {name!r}: the folder {folder!r} does not exist; create it first")
+    if os.path.isdir(name):
+        raise TargetPathError(f"{argument} {name!r} is a folder; pass a file name")
+    return name
+
+
 def write_atomic(path: str, write: Callable[[BinaryIO], object]) -> None:
     """Create or replace the file at ``path`` so that it is complete or absent.
 

@@ -7,8 +7,6 @@ at a time, so memory stays at one chunk whatever the checkpoint size.
 
 from __future__ import annotations
 
-import sys
-
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 from tabulate import tabulate
 from tqdm import tqdm
@@ -17,7 +15,7 @@ from tscore.checkpoint.contents import CheckpointContents
 from tscore.checkpoint.convert import ConversionStatus, convert_params
 from tscore.checkpoint.weight_map import WeightMap
 from tscore.compare.engine import compare_arrays
-from tscore.compare.report import PairResult, boxed, format_shape, pair_table
+from tscore.compare.report import PairResult, boxed, format_shape, pair_table, print_report
 
 SHAPE_TITLE = "The list of comparison results for shapes"
 VALUE_TITLE = "The list of comparison results for values"
@@ -239,4 +237,4 @@ def through_map(
 def print_diff(diff: CheckpointDiff, print_level: int) -> None:
     """Print as TroubleShooter's ``print_level`` asks: 0 nothing, 1 everything, 2 only differences."""
     if print_level:
-        print(diff.table(only_diff=print_level == 2), file=sys.stdout)
+        print_report(diff.table(only_diff=print_level == 2))

@@ -9,17 +9,14 @@ from typing import Any
 
 from tscore.checkpoint.ckpt_diff import diff_checkpoints, through_map
 from tscore.checkpoint.convert import convert_checkpoint
-from tscore.checkpoint.files import SUFFIX_KINDS, load_checkpoint
+from tscore.checkpoint.files import KIND_FRAMEWORK, SUFFIX_KINDS, load_checkpoint
 from tscore.checkpoint.weight_map import WeightMap, load_weight_map
-
-# the framework whose checkpoints each file kind usually holds
-KIND_FRAMEWORK = {"ckpt": "mindspore", "pth": "torch"}
 
 
 def _identity_map(params: dict[str, Any], source_kind: str, target_path: str) -> WeightMap:
     source = KIND_FRAMEWORK.get(source_kind, "")
     target_kind = SUFFIX_KINDS.get(os.path.splitext(target_path)[1].lower(), "")
-    return WeightMap({n: n for n in params}, {}, source, KIND_FRAMEWORK.get(target_kind, source))
+    return WeightMap({n: n for n in params}, {}, source, KIND_FRAMEWORK.get(target_kind) or source)
 
 
 def _emit(args: argparse.Namespace, text: str, as_json: str) -> None:

@@ -179,27 +179,17 @@ def convert_params(
     rows: list[ConversionRow] = []
     for source_name, array in contents.params.items():
         dtype = contents.dtypes.get(source_name, array.dtype.name)
-        if source_name not in weight_map.name_map:
+        target_name = weight_map.name_map.get(source_name)
+        if target_name is None:  # not in the map (strict=False) or dropped by it
+            mapped = source_name in weight_map.name_map
             rows.append(
                 ConversionRow(
                     source_name=source_name,
                     target_name=None,
-                    status=ConversionStatus.SKIPPED,
+                    status=ConversionStatus.DROPPED if mapped else ConversionStatus.SKIPPED,
                     source_shape=array.shape,
                     dtype=dtype,
-                    message="not in the weight map",
-                )
-            )
-            continue
-        target_name = weight_map.name_map[source_name]
-        if target_name is None:
-            rows.append(
-                ConversionRow(
-                    source_name=source_name,
-                    target_name=None,
-                    status=ConversionStatus.DROPPED,
-                    source_shape=array.shape,
-                    dtype=dtype,
+                    message="" if mapped else "not in the weight map",
                 )
             )
             continue

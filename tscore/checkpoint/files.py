@@ -16,6 +16,7 @@ import numpy as np
 
 from tscore.checkpoint.contents import CheckpointContents, CheckpointReadError
 from tscore.errors import TargetPathError, UnsupportedObjectError
+from tscore.npy_files import writable_target
 from tscore.plugins import hook
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,7 @@ SUFFIX_KINDS = {
     ".bin": "pth",
     ".tar": "pth",
 }
-# The framework that reads each kind by default, to say which plugin is missing.
+# The framework whose checkpoints each kind usually holds ("" for either).
 KIND_FRAMEWORK = {"ckpt": "mindspore", "safetensors": "", "pth": "torch"}
 _PLUGIN_PACKAGE = {"torch": "ts_torch (pip install tscore[torch])"}
 
@@ -107,10 +108,7 @@ def save_checkpoint(
     :param framework: the framework that will read it (safetensors records it).
     :raises TargetPathError: when the folder does not exist or the format is unknown.
     """
-    name = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(name))
-    if not os.path.isdir(folder):
-        raise TargetPathError(f"cannot write {name!r}: folder {folder!r} does not exist")
+    name = writable_target(path, "checkpoint")
     chosen = format_of(name, format)
     written = hook().ts_save_checkpoint(params=params, path=name, format=chosen, framework=framework)
     if not written:

@@ -26,7 +26,9 @@ from tscore.checkpoint.weight_map import (
     load_weight_map,
     save_weight_map,
 )
-from tscore.errors import TargetPathError, UnsupportedObjectError
+from tscore.compare.report import print_report
+from tscore.errors import UnsupportedObjectError
+from tscore.npy_files import writable_target
 from tscore.tensors import to_numpy
 
 log = logging.getLogger(__name__)
@@ -66,7 +68,7 @@ def get_weight_map(
     if weight_map_save_path is not None:
         save_weight_map(weight_map, weight_map_save_path)
     if print_map:
-        print(weight_map.table())
+        print_report(weight_map.table())
     return weight_map
 
 
@@ -98,11 +100,7 @@ def _params_of(given: Mapping[str, Any], label: str) -> CheckpointContents:
 def _check_output(path: PathLike | None, argument: str) -> str:
     if path is None:
         raise TypeError(f"pass {argument}, the file to write")
-    name = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(name))
-    if not os.path.isdir(folder):
-        raise TargetPathError(f"{argument} {name!r}: folder {folder!r} does not exist")
-    return name
+    return writable_target(path, argument)
 
 
 def convert_weight(
@@ -147,7 +145,7 @@ def convert_weight(
         raise TypeError("convert_weight: pass pt_file_path, or the loaded parameters as pth_para_dict=")
     report = convert_checkpoint(contents, target, mapping, format=format)
     if print_conv_info:
-        print(report.table())
+        print_report(report.table())
     if print_save_path:
         log.info("the torch weights were converted for MindSpore and saved to %s", target)
     return report
@@ -185,7 +183,7 @@ def convert_weight_to_pt(
         raise TypeError("convert_weight_to_pt: pass ms_file_path, or the loaded parameters as ms_para_dict=")
     report = convert_checkpoint(contents, target, mapping, format=format, strict=strict)
     if print_conv_info:
-        print(report.table())
+        print_report(report.table())
     return report
 
 

@@ -31,8 +31,8 @@ from typing import Any
 from tabulate import tabulate
 
 from tscore.checkpoint import transforms
-from tscore.errors import TargetPathError, TscoreError, UnsupportedObjectError
-from tscore.npy_files import write_atomic
+from tscore.errors import TscoreError, UnsupportedObjectError
+from tscore.npy_files import writable_target, write_atomic
 from tscore.plugins import get_plugin_manager, hook
 
 log = logging.getLogger(__name__)
@@ -246,8 +246,4 @@ def save_weight_map(weight_map: WeightMap, path: str | os.PathLike[str]) -> str:
 
     :raises TargetPathError: naming the path when its folder does not exist.
     """
-    name = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(name))
-    if not os.path.isdir(folder):
-        raise TargetPathError(f"weight_map_save_path {name!r}: folder {folder!r} does not exist")
-    return weight_map.save(name)
+    return weight_map.save(writable_target(path, "weight_map_save_path"))

@@ -24,8 +24,8 @@ from tscore.compare import name_maps, segments
 from tscore.compare.kernels import kernel_name, logical_stats, resolve_kernel
 from tscore.compare.npy_layout import NpyLayout, NpyReadError
 from tscore.compare.pair_stats import PairStats
-from tscore.compare.report import CompareReport, PairResult, PairStatus
-from tscore.errors import TargetPathError
+from tscore.compare.report import CompareReport, PairResult, PairStatus, print_report
+from tscore.npy_files import writable_target
 
 logger = logging.getLogger(__name__)
 
@@ -52,13 +52,7 @@ def _check_tolerances(rtol: float, atol: float, equal_nan: bool) -> None:
 def _check_output_file(output_file: PathLike | None) -> str | None:
     if output_file is None:
         return None
-    path = os.fspath(output_file)
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise TargetPathError(f"output_file {path!r}: the folder {folder!r} does not exist; create it first")
-    if os.path.isdir(path):
-        raise TargetPathError(f"output_file {path!r} is a folder; pass a file name ending in .csv or .json")
-    return path
+    return writable_target(output_file, "output_file")
 
 
 def _check_name_map(name_map_list: Iterable[Any]) -> name_maps.NameMap:
@@ -430,7 +424,7 @@ def compare_npy_dir(
         ignored_files={"orig": orig.ignored, "target": target.ignored},
     )
     if print_level:
-        print(report.table(compare_shape=compare_shape, only_failed=print_level == 2))
+        print_report(report.table(compare_shape=compare_shape, only_failed=print_level == 2))
     if out_path:
         report.write(out_path)
         logger.info("wrote the comparison to %s", out_path)

@@ -13,6 +13,7 @@ import io
 import json
 import math
 import os
+import sys
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
@@ -72,6 +73,15 @@ class PairResult(BaseModel):
     def passed(self) -> bool:
         """True when both files were read, shapes agree and every element is within tolerance."""
         return self.allclose and self.status in (PairStatus.OK, PairStatus.DTYPE_MISMATCH)
+
+
+def print_report(text: str) -> None:
+    """Print a rendered report to standard output: the one place library code prints.
+
+    Callers reach it only when the user asked for output (``print_level``,
+    ``print_map``, ``print_conv_info``).
+    """
+    print(text, file=sys.stdout)
 
 
 def format_number(value: float | None, digits: int = 5) -> str:
