@@ -52,6 +52,7 @@ import numpy as np
 import pluggy
 
 from tscore.checkpoint.contents import CheckpointContents
+from tscore.module_hooks import HookHandles, LayerInfo, ModuleRecorder
 from tscore.tensor_meta import FrameworkInfo, TensorMeta
 
 PROJECT_NAME = "tscore"
@@ -253,10 +254,21 @@ def ts_save_checkpoint(
 
 @hookspec(firstresult=True)
 def ts_model_state(model: object) -> dict[str, np.ndarray] | None:
-    """Return a model's parameters and buffers as ``{name: array}``.
+    """Return a model's parameters and buffers as ``{name: array}``, copied.
 
     ``firstresult``: return ``None`` when ``model`` is not yours. Names are
-    the ones your framework's own checkpoint would use.
+    the ones your framework's own checkpoint would use, in its order
+    (torch: ``state_dict()``; MindSpore: ``parameters_and_names()``).
+    """
+
+
+@hookspec(firstresult=True)
+def ts_load_model_state(model: object, params: Mapping[str, np.ndarray]) -> bool | None:
+    """Copy each array of ``params`` into the model's parameter or buffer of that name.
+
+    ``firstresult``: return ``None`` when ``model`` is not yours, ``True``
+    once loaded. The caller has already checked that every name exists in
+    :func:`ts_model_state` with the same shape; cast to the parameter's dtype.
     """
 
 
@@ -341,19 +353,57 @@ def ts_install_api_hooks(recorder: object) -> object | None:
 
 
 @hookspec(firstresult=True)
-def ts_install_module_hooks(model: object, recorder: object) -> object | None:
-    """Record every layer's inputs and outputs of ``model`` into ``recorder``.
+def ts_named_layers(model: object) -> Sequence[LayerInfo] | None:
+    """List every layer of ``model``, the root first, parents before their children.
 
-    ``firstresult``: return ``None`` when ``model`` is not yours; otherwise a
-    handle whose ``remove()`` removes every hook that was added.
+    ``firstresult``: return ``None`` when ``model`` is not yours. Each
+    :class:`tscore.module_hooks.LayerInfo` gives the layer's path, class name,
+    neutral kind (the kinds of :func:`ts_layer_params`, plus ``relu``,
+    ``gelu``, ``maxpool2d``, ``avgpool2d``, ``dropout``, ``flatten``,
+    ``sequential``, ``modulelist``, ...), the state entries it owns itself and
+    its settings in a neutral meaning, so that the core can pair a torch
+    layer with its MindSpore twin and say which setting differs::
+
+        LayerInfo(path="bn1", type_name="BatchNorm2d", kind="batchnorm2d",
+                  params=("bn1.gamma", "bn1.beta", ...),
+                  config={"eps": 1e-5, "momentum": 0.1}, layer=cell)
+
+    Settings the core compares when both sides give them: ``bias``,
+    ``kernel_size``, ``stride``, ``dilation``, ``groups`` and ``padding``
+    (``[[before, after], ...]`` per spatial dim, or ``"same"``) of
+    convolutions; ``eps`` and ``momentum`` (torch's meaning: the weight of the
+    new batch) of normalisations; ``p`` (the drop probability) of dropout;
+    ``hidden_size``, ``num_layers``, ``bidirectional``, ``batch_first`` of
+    recurrent layers; ``num_heads`` of attention.
     """
 
 
 @hookspec(firstresult=True)
-def ts_run_forward(model: object, inputs: Sequence[np.ndarray], train: bool) -> object | None:
-    """Run ``model`` on ``inputs`` (numpy arrays) in train or eval mode and return its outputs.
+def ts_install_module_hooks(model: object, recorder: ModuleRecorder) -> HookHandles | None:
+    """Report every layer call of ``model`` to ``recorder`` until the returned handles are removed.
 
-    ``firstresult``: return ``None`` when ``model`` is not yours. Restore the
-    model's train/eval mode before returning, whether the run succeeded or
-    not.
+    ``firstresult``: return ``None`` when ``model`` is not yours. For every
+    layer listed by :func:`ts_named_layers`, call ``recorder.enter(path,
+    layer, args, kwargs)`` before it runs and ``recorder.leave(path, layer,
+    output)`` after it returns (nothing when it raises: the recorder then
+    knows which layer failed). Pass the framework's own tensors; the recorder
+    copies what it keeps. ``remove()`` on the returned
+    :class:`tscore.module_hooks.HookHandles` must take off every hook added
+    and undo any setting changed to make hooks fire (a compiled mode).
+    """
+
+
+@hookspec(firstresult=True)
+def ts_run_forward(
+    model: object, args: Sequence[Any], kwargs: Mapping[str, Any], train: bool
+) -> object | None:
+    """Run ``model(*args, **kwargs)`` in train or eval mode and return its output as the model returns it.
+
+    ``firstresult``: return ``None`` when ``model`` is not yours. Every
+    :class:`numpy.ndarray` found in ``args`` and ``kwargs`` (also inside
+    tuples, lists and dicts) becomes one of your tensors with the same dtype;
+    anything else is passed as it is. Do not track gradients. Set the mode
+    of every layer for the run and restore each layer's own mode before
+    returning, whether the run succeeded or raised; let the exception of a
+    failed run propagate unchanged.
     """

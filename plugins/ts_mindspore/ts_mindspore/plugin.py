@@ -18,13 +18,14 @@ from __future__ import annotations
 import importlib.util
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 
 from tscore import hookimpl
+from tscore.module_hooks import HookHandles, LayerInfo, ModuleRecorder
 from tscore.tensor_meta import FrameworkInfo, TensorMeta
 
 if importlib.util.find_spec("mindspore") is None:
@@ -238,3 +239,59 @@ def ts_weight_rules(kind: str, source: str, target: str) -> dict[str, Any] | Non
     from ts_mindspore.weight_rules import weight_rules
 
     return weight_rules(kind, source, target)
+
+
+def _cell(model: object) -> Any:
+    ms = _ms()
+    return model if ms is not None and isinstance(model, ms.nn.Cell) else None
+
+
+@hookimpl
+def ts_named_layers(model: object) -> list[LayerInfo] | None:
+    """List every cell of a ``mindspore.nn.Cell`` with its kind, own parameters and settings."""
+    if _cell(model) is None:
+        return None
+    from ts_mindspore.cells import named_layers
+
+    return named_layers(model)
+
+
+@hookimpl
+def ts_install_module_hooks(model: object, recorder: ModuleRecorder) -> HookHandles | None:
+    """Report every cell call through cell forward pre-hooks and hooks, in PyNative mode until removed."""
+    if _cell(model) is None:
+        return None
+    from ts_mindspore.cells import install_cell_hooks
+
+    return install_cell_hooks(model, recorder)
+
+
+@hookimpl
+def ts_run_forward(model: object, args: Sequence[Any], kwargs: Mapping[str, Any], train: bool) -> Any:
+    """Run a ``mindspore.nn.Cell`` with ``set_train(train)``; restore every cell's mode."""
+    if _cell(model) is None:
+        return None
+    from ts_mindspore.cells import run_forward
+
+    return run_forward(model, args, kwargs, train, lambda a: ts_from_numpy(a, FRAMEWORK, None))
+
+
+@hookimpl
+def ts_model_state(model: object) -> dict[str, np.ndarray] | None:
+    """Copy a cell's parameters to numpy, named by ``parameters_and_names()``."""
+    if _cell(model) is None:
+        return None
+    from ts_mindspore.cells import model_state
+
+    return model_state(model, ts_to_numpy)
+
+
+@hookimpl
+def ts_load_model_state(model: object, params: Mapping[str, np.ndarray]) -> bool | None:
+    """Copy arrays into a cell's parameters of the same names (``Parameter.set_data``)."""
+    if _cell(model) is None:
+        return None
+    from ts_mindspore.cells import load_model_state
+
+    load_model_state(model, params, lambda a: ts_from_numpy(a, FRAMEWORK, None))
+    return True

@@ -1,4 +1,4 @@
-"""Which neutral layer kind each torch module is, for weight maps.
+"""Which neutral layer kind each torch module is, and its settings, for weight maps and pairing.
 
 The table is checked in order, so a subclass (``class MyNorm(nn.LayerNorm)``)
 gets its base's kind and more specific classes come before their bases.
@@ -33,6 +33,28 @@ _KINDS: tuple[tuple[str, str], ...] = (
     ("GRU", "gru"),
     ("RNN", "rnn"),
     ("MultiheadAttention", "multihead_attention"),
+    # layers without parameters, for pairing layers and checking their settings
+    ("MaxPool1d", "maxpool1d"),
+    ("MaxPool2d", "maxpool2d"),
+    ("MaxPool3d", "maxpool3d"),
+    ("AvgPool1d", "avgpool1d"),
+    ("AvgPool2d", "avgpool2d"),
+    ("AvgPool3d", "avgpool3d"),
+    ("AdaptiveAvgPool1d", "adaptive_avgpool1d"),
+    ("AdaptiveAvgPool2d", "adaptive_avgpool2d"),
+    ("Dropout", "dropout"),
+    ("ReLU", "relu"),
+    ("ReLU6", "relu6"),
+    ("LeakyReLU", "leaky_relu"),
+    ("GELU", "gelu"),
+    ("SiLU", "silu"),
+    ("Sigmoid", "sigmoid"),
+    ("Tanh", "tanh"),
+    ("Softmax", "softmax"),
+    ("Flatten", "flatten"),
+    ("Identity", "identity"),
+    ("Sequential", "sequential"),
+    ("ModuleList", "modulelist"),
 )
 
 
@@ -67,3 +89,47 @@ def layer_params(model: Any) -> list[tuple[str, str, Sequence[str]]]:
         else:
             layers.append((path, layer_kind(owner) if owner is not None else "", [local]))
     return [(path, kind, tuple(names)) for path, kind, names in layers]
+
+
+def _pairs(padding: Any, dims: int) -> list[list[int]] | str:
+    """Neutral padding: ``[[before, after], ...]`` per spatial dim, or ``"same"``."""
+    if isinstance(padding, str):
+        return "same" if padding == "same" else [[0, 0]] * dims
+    values = tuple(padding) if isinstance(padding, (tuple, list)) else (padding,) * dims
+    return [[int(v), int(v)] for v in values]
+
+
+def _tuple(value: Any, dims: int) -> list[int]:
+    return [int(v) for v in value] if isinstance(value, (tuple, list)) else [int(value)] * dims
+
+
+def layer_config(module: Any, kind: str) -> dict[str, Any]:
+    """Return the settings of ``module`` that change what it computes (neutral meaning)."""
+    if kind == "linear":
+        return {"bias": module.bias is not None}
+    if kind.startswith(("conv", "conv_transpose")) and kind[-2:] in ("1d", "2d", "3d"):
+        dims = int(kind[-2])
+        return {
+            "kernel_size": _tuple(module.kernel_size, dims),
+            "stride": _tuple(module.stride, dims),
+            "dilation": _tuple(module.dilation, dims),
+            "groups": int(module.groups),
+            "bias": module.bias is not None,
+            "padding": _pairs(module.padding, dims),
+        }
+    if kind.startswith(("batchnorm", "instancenorm")):
+        return {"eps": float(module.eps), "momentum": module.momentum}
+    if kind in ("layernorm", "groupnorm"):
+        return {"eps": float(module.eps)}
+    if kind == "dropout":
+        return {"p": float(module.p)}
+    if kind in ("lstm", "gru", "rnn"):
+        return {
+            "hidden_size": int(module.hidden_size),
+            "num_layers": int(module.num_layers),
+            "bidirectional": bool(module.bidirectional),
+            "batch_first": bool(module.batch_first),
+        }
+    if kind == "multihead_attention":
+        return {"num_heads": int(module.num_heads), "batch_first": bool(module.batch_first)}
+    return {}

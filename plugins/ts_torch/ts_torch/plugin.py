@@ -21,6 +21,7 @@ import numpy as np
 from tscore import hookimpl
 from tscore.checkpoint.contents import CheckpointContents
 from tscore.errors import UnsupportedObjectError
+from tscore.module_hooks import HookHandles, LayerInfo, ModuleRecorder
 from tscore.tensor_meta import FrameworkInfo, TensorMeta
 
 if TYPE_CHECKING:
@@ -251,3 +252,59 @@ def ts_layer_params(model: object) -> Sequence[tuple[str, str, Sequence[str]]] |
     from ts_torch.layers import layer_params
 
     return layer_params(model)
+
+
+def _module(model: object) -> Any:
+    torch = _torch()
+    return model if torch is not None and isinstance(model, torch.nn.Module) else None
+
+
+@hookimpl
+def ts_named_layers(model: object) -> list[LayerInfo] | None:
+    """List every module of a ``torch.nn.Module`` with its kind, own state entries and settings."""
+    if _module(model) is None:
+        return None
+    from ts_torch.modules import named_layers
+
+    return named_layers(model)
+
+
+@hookimpl
+def ts_install_module_hooks(model: object, recorder: ModuleRecorder) -> HookHandles | None:
+    """Report every module call of a ``torch.nn.Module`` through forward pre-hooks and hooks."""
+    if _module(model) is None:
+        return None
+    from ts_torch.modules import install_module_hooks
+
+    return install_module_hooks(model, recorder)
+
+
+@hookimpl
+def ts_run_forward(model: object, args: Sequence[Any], kwargs: Mapping[str, Any], train: bool) -> Any:
+    """Run a ``torch.nn.Module`` under ``no_grad`` on its parameters' device; restore every module's mode."""
+    if _module(model) is None:
+        return None
+    from ts_torch.modules import run_forward
+
+    return run_forward(model, args, kwargs, train, lambda a: ts_from_numpy(a, FRAMEWORK, None))
+
+
+@hookimpl
+def ts_model_state(model: object) -> dict[str, np.ndarray] | None:
+    """Copy a ``torch.nn.Module``'s state dict to numpy."""
+    if _module(model) is None:
+        return None
+    from ts_torch.modules import model_state
+
+    return model_state(model, ts_to_numpy)
+
+
+@hookimpl
+def ts_load_model_state(model: object, params: Mapping[str, np.ndarray]) -> bool | None:
+    """Copy arrays into a ``torch.nn.Module``'s state entries of the same names."""
+    if _module(model) is None:
+        return None
+    from ts_torch.modules import load_model_state
+
+    load_model_state(model, params)
+    return True

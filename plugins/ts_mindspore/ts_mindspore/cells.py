@@ -1,0 +1,244 @@
+"""Running a MindSpore network for the difference finder: its cells, cell hooks, a forward, its state.
+
+Cell kinds and settings are given in the neutral meaning of
+``ts_named_layers``: BatchNorm's ``momentum`` as torch means it (MindSpore's
+is ``1 - momentum``), Dropout's ``p`` also when the cell was built with
+``keep_prob``, convolution padding as ``[[before, after], ...]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from tscore.module_hooks import HookHandles, LayerInfo, ModuleRecorder
+from tscore.structures import map_arrays
+
+# (namespace under mindspore, class name, neutral kind); subclasses come before their bases.
+_KINDS: tuple[tuple[str, str, str], ...] = (
+    ("nn", "Dense", "linear"),
+    ("nn", "Conv1d", "conv1d"),
+    ("nn", "Conv2d", "conv2d"),
+    ("nn", "Conv3d", "conv3d"),
+    ("nn", "Conv1dTranspose", "conv_transpose1d"),
+    ("nn", "Conv2dTranspose", "conv_transpose2d"),
+    ("nn", "Conv3dTranspose", "conv_transpose3d"),
+    ("nn", "BatchNorm1d", "batchnorm1d"),
+    ("nn", "BatchNorm2d", "batchnorm2d"),
+    ("nn", "BatchNorm3d", "batchnorm3d"),
+    ("nn", "InstanceNorm1d", "instancenorm1d"),
+    ("nn", "InstanceNorm2d", "instancenorm2d"),
+    ("nn", "InstanceNorm3d", "instancenorm3d"),
+    ("nn", "LayerNorm", "layernorm"),
+    ("nn", "GroupNorm", "groupnorm"),
+    ("nn", "Embedding", "embedding"),
+    ("nn", "PReLU", "prelu"),
+    ("nn", "LSTM", "lstm"),
+    ("nn", "GRU", "gru"),
+    ("nn", "RNN", "rnn"),
+    ("nn", "MultiheadAttention", "multihead_attention"),
+    ("nn", "MaxPool1d", "maxpool1d"),
+    ("nn", "MaxPool2d", "maxpool2d"),
+    ("nn", "MaxPool3d", "maxpool3d"),
+    ("nn", "AvgPool1d", "avgpool1d"),
+    ("nn", "AvgPool2d", "avgpool2d"),
+    ("nn", "AvgPool3d", "avgpool3d"),
+    ("nn", "AdaptiveAvgPool1d", "adaptive_avgpool1d"),
+    ("nn", "AdaptiveAvgPool2d", "adaptive_avgpool2d"),
+    ("nn", "Dropout", "dropout"),
+    ("nn", "ReLU", "relu"),
+    ("nn", "ReLU6", "relu6"),
+    ("nn", "LeakyReLU", "leaky_relu"),
+    ("nn", "GELU", "gelu"),
+    ("nn", "SiLU", "silu"),
+    ("nn", "Sigmoid", "sigmoid"),
+    ("nn", "Tanh", "tanh"),
+    ("nn", "Softmax", "softmax"),
+    ("nn", "Flatten", "flatten"),
+    ("nn", "Identity", "identity"),
+    ("nn", "SequentialCell", "sequential"),
+    ("nn", "CellList", "modulelist"),
+    # mindspore.mint.nn: torch's names and settings
+    ("mint.nn", "Linear", "linear"),
+    ("mint.nn", "Conv1d", "conv1d"),
+    ("mint.nn", "Conv2d", "conv2d"),
+    ("mint.nn", "BatchNorm1d", "batchnorm1d"),
+    ("mint.nn", "BatchNorm2d", "batchnorm2d"),
+    ("mint.nn", "LayerNorm", "layernorm"),
+    ("mint.nn", "GroupNorm", "groupnorm"),
+    ("mint.nn", "Embedding", "embedding"),
+    ("mint.nn", "MaxPool2d", "maxpool2d"),
+    ("mint.nn", "AvgPool2d", "avgpool2d"),
+    ("mint.nn", "Dropout", "dropout"),
+    ("mint.nn", "ReLU", "relu"),
+    ("mint.nn", "GELU", "gelu"),
+    ("mint.nn", "Flatten", "flatten"),
+)
+
+
+def _classes() -> list[tuple[type, str]]:
+    import mindspore
+
+    found = []
+    for namespace, name, kind in _KINDS:
+        owner: Any = mindspore
+        for part in namespace.split("."):
+            owner = getattr(owner, part, None)
+        cls = getattr(owner, name, None)
+        if isinstance(cls, type):
+            found.append((cls, kind))
+    return found
+
+
+def cell_kind(cell: Any, classes: list[tuple[type, str]]) -> str:
+    """Return the neutral kind of a cell, ``""`` for a class tscore has no entry for."""
+    return next((kind for cls, kind in classes if isinstance(cell, cls)), "")
+
+
+def _spatial(value: Any, dims: int) -> list[int]:
+    values = list(value) if isinstance(value, (tuple, list)) else [value] * dims
+    return [int(v) for v in values[-dims:]]
+
+
+def _padding(cell: Any, dims: int) -> list[list[int]] | str:
+    mode = str(cell.pad_mode).lower()
+    if mode == "same":
+        return "same"
+    if mode == "valid":
+        return [[0, 0]] * dims
+    pads = cell.padding
+    if not isinstance(pads, (tuple, list)):
+        return [[int(pads), int(pads)]] * dims
+    flat = [int(p) for p in pads][-2 * dims :]
+    return [flat[2 * i : 2 * i + 2] for i in range(dims)]
+
+
+def cell_config(cell: Any, kind: str) -> dict[str, Any]:
+    """Return the settings of a ``mindspore.nn`` cell that change what it computes (neutral meaning)."""
+    if type(cell).__module__.startswith("mindspore.mint"):
+        return {}
+    if kind == "linear":
+        return {"bias": bool(cell.has_bias)}
+    if kind.startswith("conv") and kind[-2:] in ("1d", "2d", "3d"):
+        dims = int(kind[-2])
+        return {
+            "kernel_size": _spatial(cell.kernel_size, dims),
+            "stride": _spatial(cell.stride, dims),
+            "dilation": _spatial(cell.dilation, dims),
+            "groups": int(cell.group),
+            "bias": bool(cell.has_bias),
+            "padding": _padding(cell, dims),
+        }
+    if kind.startswith("batchnorm"):
+        # MindSpore keeps 1 - momentum: the weight of the new batch, as torch means momentum
+        return {"eps": float(cell.eps), "momentum": round(float(cell.momentum), 12)}
+    if kind == "layernorm":
+        return {"eps": float(cell.epsilon)}
+    if kind == "groupnorm" or kind.startswith("instancenorm"):
+        return {"eps": float(cell.eps)}
+    if kind == "dropout":
+        p = cell.p if getattr(cell, "p", None) is not None else 1.0 - float(cell.keep_prob)
+        return {"p": round(float(p), 12)}
+    if kind in ("lstm", "gru", "rnn"):
+        return {
+            "hidden_size": int(cell.hidden_size),
+            "num_layers": int(cell.num_layers),
+            "bidirectional": bool(cell.bidirectional),
+            "batch_first": bool(cell.batch_first),
+        }
+    if kind == "multihead_attention":
+        return {"num_heads": int(cell.num_heads), "batch_first": bool(cell.batch_first)}
+    return {}
+
+
+def named_layers(net: Any) -> list[LayerInfo]:
+    """Every cell of ``net``, root first, with kind, own parameters and settings."""
+    classes = _classes()
+    layers = []
+    for path, cell in net.cells_and_names():
+        prefix = f"{path}." if path else ""
+        kind = cell_kind(cell, classes)
+        layers.append(
+            LayerInfo(
+                path=path,
+                type_name=type(cell).__name__,
+                kind=kind,
+                params=tuple(prefix + name for name, _ in cell.parameters_and_names(expand=False)),
+                config=cell_config(cell, kind),
+                layer=cell,
+            )
+        )
+    return layers
+
+
+def _pynative() -> Callable[[], None]:
+    """Switch to PyNative mode, where cell hooks see every call; return how to switch back."""
+    import mindspore as ms
+
+    mode = ms.get_context("mode")
+    if mode == ms.PYNATIVE_MODE:
+        return lambda: None
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    return lambda: ms.set_context(mode=mode)
+
+
+def install_cell_hooks(net: Any, recorder: ModuleRecorder) -> HookHandles:
+    """Call ``recorder.enter``/``leave`` around every cell call of ``net``, in PyNative mode."""
+    # MindSpore layers return new tensors: copying them after the run keeps PyNative asynchronous
+    # (asnumpy in a hook waits for every queued kernel).
+    handles = HookHandles(label=f"MindSpore cell hooks on {type(net).__name__}", defer_copies=True)
+    handles.add(_pynative())
+    try:
+        for path, cell in net.cells_and_names():
+
+            def before(c: Any, args: tuple[Any, ...], kwargs: dict[str, Any], path: str = path) -> None:
+                recorder.enter(path, c, args, kwargs)
+
+            def after(
+                c: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, path: str = path
+            ) -> None:
+                recorder.leave(path, c, output)
+
+            handles.add(cell.register_forward_pre_hook(before, with_kwargs=True).remove)
+            handles.add(cell.register_forward_hook(after, with_kwargs=True).remove)
+    except BaseException:
+        handles.remove()
+        raise
+    return handles
+
+
+def run_forward(
+    net: Any,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    train: bool,
+    to_tensor: Callable[[np.ndarray], Any],
+) -> Any:
+    """Run ``net`` in the asked mode; every cell gets its own ``training`` flag and phase back."""
+    modes = [(cell, cell.training, cell.phase) for _, cell in net.cells_and_names()]
+    call_args = map_arrays(tuple(args), to_tensor)
+    call_kwargs = map_arrays(dict(kwargs), to_tensor)
+    try:
+        net.set_train(train)
+        return net(*call_args, **call_kwargs)
+    finally:
+        for cell, training, phase in modes:
+            cell.add_flags(training=training)
+            cell.phase = phase
+
+
+def model_state(net: Any, to_numpy: Callable[[Any, bool], np.ndarray]) -> dict[str, np.ndarray]:
+    """Every parameter by its name under ``net`` (not ``Parameter.name``, which wrapping changes)."""
+    return {name: to_numpy(param, True) for name, param in net.parameters_and_names()}
+
+
+def load_model_state(
+    net: Any, params: Mapping[str, np.ndarray], to_tensor: Callable[[np.ndarray], Any]
+) -> None:
+    """Copy ``params`` into the parameters of the same names, cast to each parameter's dtype."""
+    owned = dict(net.parameters_and_names())
+    for name, array in params.items():
+        param = owned[name]
+        param.set_data(to_tensor(np.asarray(array, order="C")).astype(param.dtype))

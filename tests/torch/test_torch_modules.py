@@ -1,0 +1,91 @@
+"""The torch plugin's hooks for the difference finder: layers, module hooks, a forward, the state."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from tscore.netdiff.recording import CallRecorder, NetRunError, record_run, run_network
+from tscore.plugins import hook
+
+
+def net() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Conv2d(3, 4, 3, stride=2, padding=1),
+        nn.BatchNorm2d(4, eps=1e-3),
+        nn.ReLU(inplace=True),
+        nn.Flatten(),
+    )
+
+
+def test_layers_come_with_kind_own_entries_and_settings() -> None:
+    layers = {layer.path: layer for layer in hook().ts_named_layers(model=net())}
+    assert layers[""].kind == "sequential"
+    assert layers["0"].params == ("0.weight", "0.bias")
+    assert layers["0"].config == {
+        "kernel_size": [3, 3],
+        "stride": [2, 2],
+        "dilation": [1, 1],
+        "groups": 1,
+        "bias": True,
+        "padding": [[1, 1], [1, 1]],
+    }
+    assert layers["1"].params == (
+        "1.weight",
+        "1.bias",
+        "1.running_mean",
+        "1.running_var",
+        "1.num_batches_tracked",
+    )
+    assert layers["1"].config == {"eps": 1e-3, "momentum": 0.1}
+    assert layers["2"].kind == "relu" and layers["3"].kind == "flatten"
+
+
+def test_recorded_inputs_survive_an_in_place_relu() -> None:
+    model = net().eval()
+    x = np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    _, recorder = record_run(model, (x,), "PyTorch")
+    relu = next(call for call in recorder.calls if call.path == "2")
+    assert (relu.args[0] < 0).any()  # copied before ReLU(inplace=True) overwrote it
+    assert (relu.output >= 0).all()
+    assert [call.path for call in recorder.calls] == ["", "0", "1", "2", "3"]
+    assert recorder.calls[0].children == [1, 2, 3, 4]
+
+
+def test_a_failing_forward_names_the_module_and_leaves_no_hook_and_the_mode_as_it_was() -> None:
+    model = net().train()
+    with pytest.raises(NetRunError, match=r"PyTorch forward failed in layer '0' \(Conv2d\): RuntimeError"):
+        run_network(model, (np.zeros((2, 5, 8, 8), np.float32),), "PyTorch")
+    assert all(m.training for m in model.modules())
+    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
+
+
+def test_run_forward_converts_nested_arrays_and_restores_each_mode() -> None:
+    model = net()
+    model[1].eval()  # a user's own mix of modes comes back as it was
+    out = hook().ts_run_forward(
+        model=model, args=(np.ones((1, 3, 4, 4), np.float32),), kwargs={}, train=False
+    )
+    assert isinstance(out, torch.Tensor) and not out.requires_grad
+    assert [m.training for m in model] == [True, False, True, True]
+
+
+def test_state_round_trips_through_the_hooks() -> None:
+    source, target = net(), net()
+    with torch.no_grad():
+        target[0].weight.zero_()
+    state = hook().ts_model_state(model=source)
+    assert hook().ts_load_model_state(model=target, params=state)
+    assert torch.equal(target[0].weight, source[0].weight)
+    assert int(target[1].num_batches_tracked) == int(source[1].num_batches_tracked)
+
+
+def test_the_tracking_recorder_keeps_no_values() -> None:
+    recorder = CallRecorder(keep_values=False)
+    handles = hook().ts_install_module_hooks(model=net(), recorder=recorder)
+    assert len(handles) == 10 and not handles.defer_copies
+    handles.remove()
+    assert len(handles) == 0
