@@ -12,6 +12,10 @@ map (``.pth`` to ``.ckpt``/``.safetensors``, or back with ``--reverse``).
 ``tscore ckpt-diff A B [--map MAP]`` compares two checkpoints' shapes and
 values (a torch file against a MindSpore one through ``--map``).
 
+``tscore diff TORCH_REF MS_REF --input 8,3,32,32`` runs a torch network and
+its MindSpore twin as ``ts.migrator.NetDifferenceFinder`` does and names the
+first layer that differs (exit 2 also when a network fails to run).
+
 Exit status: 0 on success (for ``compare`` and ``ckpt-diff``: everything
 within tolerance), 1 when a comparison found a difference, 2 on a usage error
 or bad input.
@@ -33,6 +37,7 @@ from tscore.checkpoint import cli_commands
 from tscore.compare.engine import MATCH_STRATEGIES, compare_npy_dir
 from tscore.compare.kernels import KERNEL_NAMES
 from tscore.errors import TscoreError
+from tscore.netdiff import cli_command
 from tscore.plugins import get_plugin_manager
 
 
@@ -177,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compare(commands)
     cli_commands.add_convert(commands)
     cli_commands.add_ckpt_diff(commands, _non_negative)
+    cli_command.add_diff(commands, _non_negative, _positive_int)
     return parser
 
 

@@ -3,7 +3,9 @@
 Comparing saved tensors and gradients folder by folder (``compare_npy_dir``,
 ``compare_grads_dir``) and pairing their files (``get_name_map_list_by_*``);
 mapping, converting and comparing checkpoints (``get_weight_map``,
-``convert_weight``, ``compare_ms_ckpt``, ``compare_pth_and_ckpt``).
+``convert_weight``, ``compare_ms_ckpt``, ``compare_pth_and_ckpt``); running a
+torch network and its MindSpore twin side by side and finding the first layer
+that differs (``NetDifferenceFinder``).
 """
 
 from __future__ import annotations
@@ -29,11 +31,15 @@ from tscore.compare import (
     get_name_map_list_by_number,
     get_name_map_list_by_shape_edit_distance,
 )
+from tscore.netdiff.finder import NetDifferenceFinder
+from tscore.netdiff.report import NetDiffReport
 
 __all__ = [
     "CheckpointDiff",
     "CompareReport",
     "ConversionReport",
+    "NetDiffReport",
+    "NetDifferenceFinder",
     "PairResult",
     "PairStatus",
     "WeightMap",

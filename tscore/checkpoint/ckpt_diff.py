@@ -7,6 +7,8 @@ at a time, so memory stays at one chunk whatever the checkpoint size.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 from tabulate import tabulate
 from tqdm import tqdm
@@ -213,13 +215,18 @@ def diff_checkpoints(
 
 
 def through_map(
-    contents: CheckpointContents, weight_map: WeightMap
+    contents: CheckpointContents, weight_map: WeightMap, *, strict: bool = True
 ) -> tuple[CheckpointContents, dict[str, str], list[str]]:
     """Rename and reshape ``contents`` as the map says, for pairing with the target framework's checkpoint.
 
+    :param strict: the map must name exactly the entries of ``contents``; with
+        ``False``, entries it does not name keep their own name.
     :return: the converted contents, ``{target name: source name}`` to show the
         source names in the tables, and the source entries the map drops.
     """
+    if not strict:
+        unnamed = {n: n for n in contents.params if n not in weight_map.name_map}
+        weight_map = replace(weight_map, name_map={**weight_map.name_map, **unnamed})
     params, rows = convert_params(contents, weight_map)
     named = [(row.target_name, row) for row in rows if row.target_name is not None]
     converted = CheckpointContents(

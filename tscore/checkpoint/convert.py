@@ -75,7 +75,7 @@ class ConversionReport(BaseModel):
         """One line: how many entries were converted, renamed, dropped or skipped, and where they went."""
         counts = self.counts
         written = len(self.rows) - counts["dropped"] - counts["skipped"]
-        parts = [f"{written} parameters written"]
+        parts = [f"{written} parameters {'written' if self.target_file else 'converted'}"]
         parts += [
             f"{n} {status.replace('_', ' ')}" for status, n in counts.items() if n and status != "consistent"
         ]

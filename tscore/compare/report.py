@@ -54,11 +54,13 @@ class PairResult(BaseModel):
     message: str = ""
     orig_shape: tuple[int, ...] | None = None
     target_shape: tuple[int, ...] | None = None
-    orig_dtype: str | None = Field(None, description="source dtype (from tscore_meta.jsonl) or stored dtype")
+    orig_dtype: str | None = Field(
+        default=None, description="source dtype (from tscore_meta.jsonl) or stored dtype"
+    )
     target_dtype: str | None = None
     elements: int | None = None
     allclose: bool = False
-    ratio_close: float | None = Field(None, description="share of elements within tolerance, 0 to 1")
+    ratio_close: float | None = Field(default=None, description="share of elements within tolerance, 0 to 1")
     cosine: float | None = None
     mean_abs_diff: float | None = None
     max_abs_diff: float | None = None

@@ -1,0 +1,1 @@
+"""Running a torch network and its MindSpore twin side by side, and finding the first layer that differs."""

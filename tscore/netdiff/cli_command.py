@@ -1,0 +1,170 @@
+"""``tscore diff TORCH_REF MS_REF --input SHAPE[:DTYPE]``: the difference finder on the command line.
+
+A reference is ``package.module:Name`` or ``path/to/file.py:Name``; ``Name``
+may be a class or a function called with no arguments, or a network object.
+The current folder is importable, as with ``python -m``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from tscore.errors import TscoreError
+
+
+class ReferenceError_(TscoreError, ValueError):
+    """A ``module:Name`` reference that does not lead to a network."""
+
+
+def _module(spec: str) -> Any:
+    if spec.endswith(".py") or os.sep in spec or "/" in spec:
+        if not os.path.isfile(spec):
+            raise ReferenceError_(f"{spec!r} is not a file; write module:Name or path/to/file.py:Name")
+        name = "_tscore_diff_" + os.path.splitext(os.path.basename(spec))[0]
+        loader = importlib.util.spec_from_file_location(name, spec)
+        if loader is None or loader.loader is None:
+            raise ReferenceError_(f"cannot import {spec!r}")
+        module = importlib.util.module_from_spec(loader)
+        sys.modules[name] = module
+        loader.loader.exec_module(module)
+        return module
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(spec)
+    except ImportError as exc:
+        raise ReferenceError_(f"cannot import {spec!r}: {exc}") from exc
+
+
+def load_reference(reference: str) -> object:
+    """Import ``module:Name`` and return the network it names (calling a class or factory)."""
+    spec, sep, name = reference.rpartition(":")
+    if not sep or not spec or not name:
+        raise ReferenceError_(f"{reference!r} is not module:Name (for example models.resnet:ResNet18)")
+    target: Any = _module(spec)
+    for part in name.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise ReferenceError_(f"{spec!r} has no {name!r}") from None
+    return (
+        target()
+        if callable(target) and (isinstance(target, type) or not hasattr(target, "parameters"))
+        else target
+    )
+
+
+def parse_input(text: str) -> tuple[tuple[int, ...], np.dtype, tuple[float, float] | None]:
+    """``8,3,32,32``, ``8,3,32,32:float16`` or ``2,6:int64:0:32`` -> (shape, dtype, range)."""
+    parts = text.split(":")
+    try:
+        shape = tuple(int(d) for d in parts[0].split(",") if d.strip())
+        dtype = np.dtype(parts[1] if len(parts) > 1 and parts[1] else "float32")
+        bounds = (float(parts[2]), float(parts[3])) if len(parts) == 4 else None
+    except (TypeError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: write SHAPE[:DTYPE[:LOW:HIGH]], like 8,3,32,32:float32 ({exc})"
+        ) from None
+    if len(parts) not in (1, 2, 4):
+        raise argparse.ArgumentTypeError(f"{text!r}: write SHAPE[:DTYPE[:LOW:HIGH]], like 2,6:int64:0:32")
+    return shape, dtype, bounds
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    from tscore.netdiff.finder import NetDifferenceFinder
+
+    pt_net = load_reference(args.torch_ref)
+    ms_net = load_reference(args.ms_ref)
+    specs = tuple(
+        (shape, dtype) if bounds is None else (shape, dtype, bounds) for shape, dtype, bounds in args.input
+    )
+    auto: object = specs if args.cases == 1 else {"input": specs, "num": args.cases}
+    json_to_stdout = args.json == "-"
+    finder = NetDifferenceFinder(
+        pt_net,
+        ms_net,
+        print_level=0 if (args.quiet or json_to_stdout) else (2 if args.only_failed else 1),
+        pt_params_path=args.pt_params,
+        ms_params_path=args.ms_params,
+        auto_conv_ckpt=args.auto_conv,
+        compare_params=not args.no_compare_params,
+        weight_map=args.map,
+        fix_seed=args.seed,
+        locate=True if args.locate else None,
+    )
+    report = finder.compare(auto_inputs=auto, rtol=args.rtol, atol=args.atol, equal_nan=args.equal_nan)
+    if json_to_stdout:
+        print(report.to_json())
+    elif args.json:
+        from tscore.npy_files import write_atomic
+
+        text = report.to_json().encode("utf-8")
+        write_atomic(args.json, lambda stream: stream.write(text))
+    elif args.quiet:
+        print(report.verdict())
+    if any(case.failure is not None for case in report.cases):
+        return 2
+    return 0 if report.passed else 1
+
+
+def add_diff(commands: Any, non_negative: Callable[[str], float], positive_int: Callable[[str], int]) -> None:
+    """Add ``tscore diff TORCH_REF MS_REF --input SHAPE[:DTYPE] ...``."""
+    parser = commands.add_parser(
+        "diff",
+        help="run a torch network and its MindSpore twin on the same inputs; name the first differing layer",
+        description="Run ts.migrator.NetDifferenceFinder: convert the torch weights for the MindSpore "
+        "network, compare the weights, run both on random inputs, compare the outputs and, when they "
+        "differ, every layer. "
+        "Exit 0: outputs agree; 1: they differ; 2: bad input or a network failed.",
+    )
+    parser.add_argument(
+        "torch_ref", metavar="TORCH_REF", help="module:Name or file.py:Name of the torch network"
+    )
+    parser.add_argument(
+        "ms_ref", metavar="MS_REF", help="module:Name or file.py:Name of the MindSpore network"
+    )
+    parser.add_argument(
+        "--input",
+        action="append",
+        type=parse_input,
+        required=True,
+        metavar="SHAPE[:DTYPE[:LOW:HIGH]]",
+        help="one network input (repeat for several): 8,3,32,32 or 2,6:int64:0:32 (integers in [0, 32))",
+    )
+    parser.add_argument("--cases", type=positive_int, default=1, help="random input cases to run (default 1)")
+    parser.add_argument(
+        "--seed", type=int, default=16, help="seed for inputs and both frameworks (default 16)"
+    )
+    parser.add_argument(
+        "--locate", action="store_true", help="compare every layer even when the outputs agree"
+    )
+    parser.add_argument("--pt-params", metavar="FILE", help="torch checkpoint to load into the torch network")
+    parser.add_argument(
+        "--ms-params", metavar="FILE", help="MindSpore checkpoint (then nothing is converted)"
+    )
+    parser.add_argument(
+        "--map", metavar="MAP", help="weight map JSON instead of the one built from the torch net"
+    )
+    parser.add_argument(
+        "--auto-conv",
+        type=int,
+        choices=(0, 1, 2),
+        default=1,
+        help="1: convert (default), 2: MSAdapter, 0: no",
+    )
+    parser.add_argument("--no-compare-params", action="store_true", help="skip the weight comparison")
+    parser.add_argument("--rtol", type=non_negative, default=1e-4, help="relative tolerance (default 1e-4)")
+    parser.add_argument("--atol", type=non_negative, default=1e-4, help="absolute tolerance (default 1e-4)")
+    parser.add_argument("--equal-nan", action="store_true", help="count NaN against NaN as equal")
+    parser.add_argument("--only-failed", action="store_true", help="print only the differences")
+    parser.add_argument("--json", metavar="FILE", help="write the report as JSON ('-': to stdout only)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
+    parser.set_defaults(run=_cmd_diff)

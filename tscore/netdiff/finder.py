@@ -1,0 +1,279 @@
+"""``NetDifferenceFinder``: run a torch network and its MindSpore twin side by side; say where they part.
+
+The three stages of TroubleShooter (weight conversion, weight comparison,
+inference comparison) and then, when the outputs disagree or when asked,
+the layer localisation of :mod:`tscore.netdiff.locate`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+from tscore.checkpoint.weight_map import WeightMap, build_weight_map, load_weight_map
+from tscore.compare.engine import compare_arrays
+from tscore.compare.report import PairResult, PairStatus, print_report
+from tscore.netdiff.inputs import Case, describe, input_cases
+from tscore.netdiff.locate import locate, setting_diffs
+from tscore.netdiff.pairing import LayerPair, pair_layers
+from tscore.netdiff.recording import NetRunError, record_run, run_network
+from tscore.netdiff.report import CaseRun, LayerRow, LayerStatus, NetDiffReport
+from tscore.netdiff.weights import AUTO_CONV_MODES, identity_map, model_state, set_weights
+from tscore.plugins import hook
+from tscore.seeding import seed_all
+from tscore.structures import tensor_leaves
+
+log = logging.getLogger(__name__)
+
+PathLike = str | os.PathLike[str]
+TORCH, MINDSPORE = "PyTorch", "MindSpore"
+
+
+def _check_print_level(print_level: object) -> int:
+    if print_level not in (0, 1, 2):
+        raise ValueError(
+            f"print_level must be 0 (print nothing), 1 (everything) or 2 (differences), not {print_level!r}"
+        )
+    return int(print_level)  # type: ignore[call-overload]
+
+
+def _output_rows(
+    case: int, torch_out: object, ms_out: object, rtol: float, atol: float, equal_nan: bool
+) -> list[PairResult]:
+    """One row per output leaf, paired by path (by order when the structures differ)."""
+    left, right = tensor_leaves(torch_out, copy=False), tensor_leaves(ms_out, copy=False)
+    right_by = dict(right)
+    same_paths = all(name in right_by for name, _ in left) and len(left) == len(right)
+    pairs = (
+        [(a, x, a, right_by[a]) for a, x in left]
+        if same_paths
+        else [(a, x, b, y) for (a, x), (b, y) in zip(left, right, strict=False)]
+    )
+    rows = [
+        compare_arrays(
+            x, y, rtol, atol, equal_nan, orig_name=f"step_{case}_{a}", target_name=f"step_{case}_{b}"
+        )
+        for a, x, b, y in pairs
+    ]
+    for name, array in left[len(pairs) :]:
+        rows.append(_one_sided(f"step_{case}_{name}", None, array.shape, "only the torch network returns it"))
+    for name, array in right[len(pairs) :]:
+        rows.append(
+            _one_sided(None, f"step_{case}_{name}", array.shape, "only the MindSpore network returns it")
+        )
+    if not rows:
+        rows.append(
+            _one_sided(f"step_{case}_out", f"step_{case}_out", None, "neither network returned a tensor")
+        )
+    return rows
+
+
+def _one_sided(
+    orig: str | None, target: str | None, shape: tuple[int, ...] | None, message: str
+) -> PairResult:
+    return PairResult(
+        orig_name=orig,
+        target_name=target,
+        status=PairStatus.MISSING,
+        message=message,
+        orig_shape=shape if orig else None,
+        target_shape=shape if target else None,
+    )
+
+
+def _settings_rows(pairs: list[LayerPair]) -> list[LayerRow]:
+    """Make a row for every paired layer whose settings differ, whether or not it ran."""
+    rows = []
+    for pair in pairs:
+        diffs = setting_diffs(pair)
+        if diffs:
+            rows.append(
+                LayerRow(
+                    torch_path=pair.torch.path,
+                    mindspore_path=pair.mindspore.path,
+                    torch_type=pair.torch.type_name,
+                    mindspore_type=pair.mindspore.type_name,
+                    paired_by=pair.paired_by,
+                    status=LayerStatus.OK,
+                    settings=diffs,
+                )
+            )
+    return rows
+
+
+class NetDifferenceFinder:
+    """Compare a torch network with its MindSpore twin on the same inputs; find the first layer that differs.
+
+    Same arguments as TroubleShooter's class, plus ``weight_map``, ``fix_seed`` and ``locate``.
+
+    :param pt_net: the ``torch.nn.Module``.
+    :param ms_net: the ``mindspore.nn.Cell`` (or, with ``auto_conv_ckpt=2``, an MSAdapter network).
+    :param print_level: 0 prints nothing, 1 every stage, 2 only the differences.
+    :param pt_params_path: a torch checkpoint to load into ``pt_net`` first.
+    :param ms_params_path: a MindSpore checkpoint to load into ``ms_net``; then nothing is
+        converted or compared.
+    :param auto_conv_ckpt: 1 (default) converts the torch weights and loads them into ``ms_net``;
+        2 does the same for an MSAdapter network, whose names are torch's (no renaming);
+        0 leaves the weights as they are.
+    :param compare_params: compare the torch weights with the MindSpore network's own after loading,
+        which checks that the structures match.
+    :param weight_map: a :class:`WeightMap` or the path of a map file, instead of the one
+        built from ``pt_net``.
+    :param fix_seed: the seed set before every forward (``None``: do not seed).
+    :param locate: compare every layer when the outputs differ (``None``, the default),
+        always (``True``) or never (``False``).
+    """
+
+    def __init__(
+        self,
+        pt_net: object,
+        ms_net: object,
+        print_level: int = 1,
+        *,
+        pt_params_path: PathLike | None = None,
+        ms_params_path: PathLike | None = None,
+        auto_conv_ckpt: int = 1,
+        compare_params: bool = True,
+        weight_map: WeightMap | PathLike | None = None,
+        fix_seed: int | None = 16,
+        locate: bool | None = None,
+    ) -> None:
+        """Check the arguments; nothing runs until :meth:`compare`."""
+        if auto_conv_ckpt not in AUTO_CONV_MODES:
+            raise ValueError(
+                "auto_conv_ckpt must be 0 (no conversion), 1 (torch to MindSpore) or 2 (torch to "
+                f"MSAdapter), "
+                f"not {auto_conv_ckpt!r}"
+            )
+        for argument, net in (("pt_net", pt_net), ("ms_net", ms_net)):
+            if hook().ts_named_layers(model=net) is None:
+                raise TypeError(
+                    f"{argument} is a {type(net).__module__}.{type(net).__name__}, which no loaded plugin "
+                    "knows; "
+                    "pass a torch.nn.Module and a mindspore.nn.Cell, and install ts_torch and ts_mindspore"
+                )
+        self.pt_net = pt_net
+        self.ms_net = ms_net
+        self.print_level = _check_print_level(print_level)
+        self.pt_params_path = pt_params_path
+        self.ms_params_path = ms_params_path
+        self.auto_conv_ckpt = auto_conv_ckpt
+        self.compare_params = bool(compare_params)
+        self.fix_seed = fix_seed
+        self.locate = locate
+        self._weight_map = (
+            load_weight_map(weight_map) if isinstance(weight_map, (str, os.PathLike)) else weight_map
+        )
+
+    def weight_map(self) -> WeightMap:
+        """Return the map that converts the weights and pairs the layers."""
+        if self._weight_map is None:
+            if self.auto_conv_ckpt == 2:
+                self._weight_map = identity_map(model_state(self.pt_net, "pt_net"))
+            else:
+                self._weight_map = build_weight_map(self.pt_net)
+        return self._weight_map
+
+    def _seed(self) -> None:
+        if self.fix_seed is not None:
+            seed_all(self.fix_seed)
+
+    def _pairs(self) -> tuple[list[LayerPair], list[Any]]:
+        torch_layers = list(hook().ts_named_layers(model=self.pt_net))
+        ms_layers = list(hook().ts_named_layers(model=self.ms_net))
+        return pair_layers(torch_layers, ms_layers, self.weight_map()), ms_layers
+
+    def compare(
+        self,
+        inputs: object = None,
+        auto_inputs: object = None,
+        rtol: float = 1e-4,
+        atol: float = 1e-4,
+        equal_nan: bool = False,
+        *,
+        locate: bool | None = None,
+    ) -> NetDiffReport:
+        """Set the weights, run both networks on every case, compare the outputs, and locate a difference.
+
+        :param inputs: a tuple of inputs (torch or MindSpore tensors, numpy arrays, ``.npy`` paths),
+            or a list of such tuples for several cases.
+        :param auto_inputs: ``((shape, dtype), ...)`` or ``{"input": ((shape, dtype), ...), "num": N}``:
+            random inputs (floats standard normal, integers in ``[0, 10)``; a third element ``(low, high)``
+            sets the range).
+        :param rtol: relative tolerance, as ``numpy.allclose``.
+        :param atol: absolute tolerance.
+        :param equal_nan: count NaN against NaN as equal.
+        :param locate: overrides the ``locate`` given to the constructor for this call.
+        :return: the report; ``.passed`` is True when every output of every case is within tolerance.
+        """
+        if not (rtol >= 0 and atol >= 0):
+            raise ValueError(f"rtol and atol must be >= 0, got rtol={rtol}, atol={atol}")
+        cases = input_cases(inputs, auto_inputs, self.fix_seed or 0)
+        report = NetDiffReport(rtol=rtol, atol=atol, equal_nan=equal_nan)
+        mapping = self.weight_map() if (self.auto_conv_ckpt or self.compare_params) else None
+        report.weights = set_weights(
+            self.pt_net,
+            self.ms_net,
+            mapping,
+            pt_params_path=self.pt_params_path,
+            ms_params_path=self.ms_params_path,
+            auto_conv_ckpt=self.auto_conv_ckpt,
+            compare_params=self.compare_params,
+            tolerances=(rtol, atol, equal_nan),
+        )
+        first_failing: int | None = None
+        for index, case in enumerate(cases):
+            run = self._run_case(index, case, report)
+            if run is not None and first_failing is None and not all(r.passed for r in run):
+                first_failing = index
+        wanted = self.locate if locate is None else locate
+        pairs, ms_layers = self._pairs()
+        report.settings_differ = _settings_rows(pairs)
+        target = first_failing
+        if wanted and target is None:
+            target = 0
+        if wanted is not False and target is not None and report.cases[target].failure is None:
+            self._locate(target, cases[target], pairs, ms_layers, report)
+        if self.print_level:
+            print_report(report.render(self.print_level))
+        return report
+
+    def _run_case(self, index: int, case: Case, report: NetDiffReport) -> list[PairResult] | None:
+        run = CaseRun(case=index, inputs=describe(case))
+        report.cases.append(run)
+        try:
+            self._seed()
+            began = time.perf_counter()
+            torch_out = run_network(self.pt_net, case, TORCH)
+            run.torch_seconds = time.perf_counter() - began
+            self._seed()
+            began = time.perf_counter()
+            ms_out = run_network(self.ms_net, case, MINDSPORE)
+            run.mindspore_seconds = time.perf_counter() - began
+        except NetRunError as exc:
+            run.failure = exc.failure
+            log.warning("case %d: %s", index, exc)
+            return None
+        rows = _output_rows(index, torch_out, ms_out, report.rtol, report.atol, report.equal_nan)
+        report.outputs.extend(rows)
+        return rows
+
+    def _locate(
+        self, index: int, case: Case, pairs: list[LayerPair], ms_layers: list[Any], report: NetDiffReport
+    ) -> None:
+        try:
+            self._seed()
+            _, torch_run = record_run(self.pt_net, case, TORCH)
+            self._seed()
+            _, ms_run = record_run(self.ms_net, case, MINDSPORE)
+        except NetRunError as exc:
+            report.location_note = f"the layers could not be recorded: {exc}"
+            return
+        found = locate(torch_run, ms_run, pairs, ms_layers, (report.rtol, report.atol, report.equal_nan))
+        report.located_case = index
+        report.layers = found.rows
+        report.first_divergence = found.first
+        report.location_note = found.note
+        report.unpaired = found.unpaired

@@ -1,0 +1,346 @@
+"""Finding the first layer that computes differently from its twin.
+
+Both networks ran once with module hooks (:mod:`tscore.netdiff.recording`),
+so every layer call's inputs and output are known on each side. For every
+paired call, in the order the calls returned:
+
+* the outputs are compared with the compare engine's metrics;
+* when they disagree, the MindSpore layer is *replayed*: run again on the
+  torch layer's recorded inputs. If it still disagrees with the torch
+  output, the layer has an error of its own (``diverges``); if it now agrees,
+  its error came in through its inputs (``inherits``);
+* a layer holding a diverging layer ``contains`` it and is not replayed; a
+  layer holding several whose own inputs agree and output disagrees, while
+  none of its layers diverges, is replayed whole: the difference is in its
+  own code between its layers, and the report says between which.
+
+Only leaves and the one container that needs it are replayed, so the cost
+stays near one more forward of the MindSpore network.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tscore.compare.engine import compare_arrays
+from tscore.compare.report import PairResult
+from tscore.module_hooks import LayerInfo
+from tscore.netdiff.pairing import LayerPair
+from tscore.netdiff.recording import CallRecorder, LayerCall
+from tscore.netdiff.report import Divergence, LayerRow, LayerStatus, SettingDiff
+from tscore.plugins import hook
+from tscore.structures import array_leaves, replace_arrays, tensor_leaves
+
+log = logging.getLogger(__name__)
+
+Tolerances = tuple[float, float, bool]
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=False))
+    if isinstance(a, float) or isinstance(b, float):
+        if a is None or b is None:
+            return a is b
+        return math.isclose(float(a), float(b), rel_tol=1e-6, abs_tol=1e-12)
+    return bool(a == b)
+
+
+def setting_diffs(pair: LayerPair) -> list[SettingDiff]:
+    """List the settings both layers state that differ.
+
+    ``"same"`` padding against explicit pads is left to the values: it depends on the input size.
+    """
+    if pair.torch.kind != pair.mindspore.kind:
+        return []
+    torch_config, ms_config = pair.torch.config, pair.mindspore.config
+    diffs = []
+    for name, value in torch_config.items():
+        if name not in ms_config:
+            continue
+        other = ms_config[name]
+        if name == "padding" and "same" in (value, other) and value != other:
+            continue
+        if not _same(value, other):
+            diffs.append(SettingDiff(name=name, torch=value, mindspore=other))
+    return diffs
+
+
+def _worst(rows: list[PairResult]) -> PairResult | None:
+    if not rows:
+        return None
+    failing = [row for row in rows if not row.passed]
+    pool = failing or rows
+    return max(pool, key=lambda row: -1.0 if row.max_abs_diff is None else row.max_abs_diff)
+
+
+def _largest(rows: list[PairResult]) -> float | None:
+    if any(row.max_abs_diff is None for row in rows):
+        return None
+    return max((row.max_abs_diff or 0.0 for row in rows), default=0.0)
+
+
+def _compare_outputs(torch_out: Any, ms_out: Any, tol: Tolerances) -> tuple[list[PairResult], list[str]]:
+    """Compare output leaves paired by path (by order when the paths differ); note leaves on one side only."""
+    rtol, atol, equal_nan = tol
+    left, right = tensor_leaves(torch_out, copy=False), tensor_leaves(ms_out, copy=False)
+    right_by = dict(right)
+    if all(name in right_by for name, _ in left):
+        pairs = [(name, array, name, right_by[name]) for name, array in left]
+    else:
+        pairs = [(a, x, b, y) for (a, x), (b, y) in zip(left, right, strict=False)]
+    used = {p[2] for p in pairs}
+    notes = [f"torch output {name} has no MindSpore counterpart" for name, _ in left[len(pairs) :]]
+    notes += [f"MindSpore output {name} has no torch counterpart" for name, _ in right if name not in used]
+    rows = [
+        compare_arrays(x, y, rtol, atol, equal_nan, orig_name=a, target_name=b)
+        for a, x, b, y in pairs
+        if x.dtype.kind in "biufV" and y.dtype.kind in "biufV"
+    ]
+    return rows, notes
+
+
+def _input_error(torch_call: LayerCall, ms_call: LayerCall, tol: Tolerances) -> tuple[bool, float | None]:
+    """Whether a layer's inputs agree within tolerance, and their largest |difference|.
+
+    Only these two numbers are reported for inputs, so they are computed
+    directly instead of through the full metrics of the compare engine.
+    ``(False, None)`` when the layers take a different number of tensors or
+    shapes that do not line up.
+    """
+    left = array_leaves((torch_call.args, torch_call.kwargs))
+    right = array_leaves((ms_call.args, ms_call.kwargs))
+    if len(left) != len(right):
+        return False, None
+    rtol, atol, equal_nan = tol
+    agree, largest = True, 0.0
+    for x, y in zip(left, right, strict=True):
+        if x.size != y.size:
+            return False, None
+        if x.dtype.kind not in "biufV" or y.dtype.kind not in "biufV":
+            continue
+        a = np.asarray(x, dtype=np.float64).reshape(-1)
+        b = np.asarray(y, dtype=np.float64).reshape(-1)
+        agree = agree and bool(np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
+        finite = np.isfinite(a) & np.isfinite(b)
+        if finite.any():
+            largest = max(largest, float(np.max(np.abs(a[finite] - b[finite]))))
+    return agree, largest
+
+
+class ReplayError(Exception):
+    """The MindSpore layer cannot be run on the torch layer's inputs."""
+
+
+def replay(ms_layer: object, torch_call: LayerCall, ms_call: LayerCall) -> object:
+    """Run the MindSpore layer on the torch call's inputs, cast to the MindSpore call's dtypes and shapes."""
+    given = array_leaves((torch_call.args, torch_call.kwargs))
+    structure = (ms_call.args, ms_call.kwargs)
+    expected = array_leaves(structure)
+    if len(given) != len(expected):
+        raise ReplayError(f"torch passed {len(given)} tensors, MindSpore {len(expected)}")
+    arrays = []
+    for index, (source, like) in enumerate(zip(given, expected, strict=False)):
+        if source.size != like.size:
+            raise ReplayError(f"input {index} has shape {source.shape} in torch, {like.shape} in MindSpore")
+        arrays.append(np.asarray(source.reshape(like.shape).astype(like.dtype, copy=False), order="C"))
+    args, kwargs = replace_arrays(structure, arrays)
+    try:
+        return hook().ts_run_forward(model=ms_layer, args=args, kwargs=kwargs, train=False)
+    except Exception as exc:
+        raise ReplayError(
+            f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        ) from exc
+
+
+@dataclass
+class Location:
+    """The rows of every paired call, the first divergence, and layers that found no twin."""
+
+    rows: list[LayerRow] = field(default_factory=list)
+    first: Divergence | None = None
+    note: str = ""
+    unpaired: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _where(call: LayerCall, rows_by_start: dict[int, tuple[LayerRow, bool]], calls: list[LayerCall]) -> str:
+    """For a container whose own code diverges: between which of its layers the difference appears."""
+    previous = None
+    for start in call.children:
+        entry = rows_by_start.get(start)
+        if entry is None:
+            continue
+        _, inputs_agree = entry
+        if not inputs_agree:
+            name = calls[start].path or "(root)"
+            return f"before {name}" + (f", after {previous}" if previous else "")
+        previous = calls[start].path or "(root)"
+    return f"after its last layer {previous}" if previous else "with no layer of its own called"
+
+
+@dataclass
+class _Compared:
+    """A paired call whose outputs were compared, waiting for its verdict."""
+
+    call: LayerCall
+    ms_call: LayerCall
+    pair: LayerPair
+    row: LayerRow
+    outputs_agree: bool
+    inputs_agree: bool
+    has_paired_children: bool
+    replayed: object = None
+    replay_error: str = ""
+
+
+def _replay_into(entry: _Compared, ms_objects: dict[str, object]) -> None:
+    try:
+        entry.replayed = replay(ms_objects[entry.pair.mindspore.path], entry.call, entry.ms_call)
+    except ReplayError as exc:
+        entry.replay_error = str(exc)
+
+
+def locate(
+    torch_run: CallRecorder,
+    ms_run: CallRecorder,
+    pairs: Sequence[LayerPair],
+    ms_layers: Sequence[LayerInfo],
+    tol: Tolerances,
+) -> Location:
+    """Compare every paired layer call and name the first that diverges.
+
+    The leaves whose outputs disagree are replayed first, all of them, and
+    their outputs read afterwards, so an asynchronous framework waits once.
+    """
+    by_torch = {pair.torch.path: pair for pair in pairs}
+    ms_calls = {(call.path, call.index): call for call in ms_run.calls}
+    ms_objects = {layer.path: layer.layer for layer in ms_layers}
+    location = Location()
+    paired_ms = {pair.mindspore.path for pair in pairs}
+    location.unpaired = {
+        "torch": sorted({c.path for c in torch_run.calls if c.path not in by_torch}),
+        "mindspore": sorted({c.path for c in ms_run.calls if c.path not in paired_ms}),
+    }
+    entries: list[_Compared] = []
+    ordered = sorted((c for c in torch_run.calls if c.end is not None), key=lambda c: c.end or 0)
+    for call in ordered:
+        pair = by_torch.get(call.path)
+        if pair is None:
+            continue
+        base: dict[str, Any] = {
+            "torch_path": call.path,
+            "mindspore_path": pair.mindspore.path,
+            "torch_type": call.type_name,
+            "mindspore_type": pair.mindspore.type_name,
+            "call": call.index,
+            "paired_by": pair.paired_by,
+            "settings": setting_diffs(pair),
+        }
+        ms_call = ms_calls.get((pair.mindspore.path, call.index))
+        if ms_call is None or ms_call.end is None:
+            location.rows.append(
+                LayerRow(status=LayerStatus.NOT_CALLED, note="the MindSpore layer made no such call", **base)
+            )
+            continue
+        out_rows, notes = _compare_outputs(call.output, ms_call.output, tol)
+        inputs_agree, inherited = _input_error(call, ms_call, tol)
+        if inherited is None:
+            notes.append("the layers' inputs do not line up (number or sizes of tensors)")
+        row = LayerRow(
+            status=LayerStatus.OK,
+            output=_worst(out_rows),
+            inherited_error=inherited,
+            note="; ".join(notes),
+            **base,
+        )
+        location.rows.append(row)
+        entry = _Compared(
+            call,
+            ms_call,
+            pair,
+            row,
+            outputs_agree=all(r.passed for r in out_rows),
+            inputs_agree=inputs_agree,
+            has_paired_children=any(by_torch.get(torch_run.calls[child].path) for child in call.children),
+        )
+        entries.append(entry)
+        if not entry.outputs_agree and not entry.has_paired_children:
+            _replay_into(entry, ms_objects)
+    _judge(entries, torch_run.calls, ms_objects, tol, location)
+    if location.first is None and any(r.status is not LayerStatus.OK for r in location.rows):
+        location.note = "no paired layer diverges on its own; see the layers marked unknown or not_called"
+    return location
+
+
+def _judge(
+    entries: list[_Compared],
+    calls: list[LayerCall],
+    ms_objects: dict[str, object],
+    tol: Tolerances,
+    location: Location,
+) -> None:
+    """Give every compared call its status, in the order the calls returned."""
+    done = {entry.call.start: (entry.row, entry.inputs_agree) for entry in entries}
+    diverging_inside: set[int] = set()
+    for entry in entries:
+        row, call = entry.row, entry.call
+        if entry.outputs_agree:
+            continue
+        if call.start in diverging_inside:
+            row.status = LayerStatus.CONTAINS
+            continue
+        if entry.has_paired_children and not entry.inputs_agree:
+            row.status = LayerStatus.INHERITS
+            row.note = "; ".join(filter(None, [row.note, "not replayed: its inputs differ already"]))
+            continue
+        if entry.has_paired_children:  # a container whose layers all agree on their own: replay it whole
+            _replay_into(entry, ms_objects)
+        if entry.replay_error:
+            row.status = LayerStatus.DIVERGES if entry.inputs_agree else LayerStatus.UNKNOWN
+            row.note = "; ".join(filter(None, [row.note, f"not replayed: {entry.replay_error}"]))
+            if entry.inputs_agree:
+                row.own_error = row.output.max_abs_diff if row.output else None
+        else:
+            own_rows, _ = _compare_outputs(call.output, entry.replayed, tol)
+            row.own = _worst(own_rows)
+            row.own_error = _largest(own_rows)
+            own_fails = not own_rows or not all(r.passed for r in own_rows)
+            row.status = LayerStatus.DIVERGES if own_fails else LayerStatus.INHERITS
+        if row.status is LayerStatus.DIVERGES:
+            parent = call.parent
+            while parent is not None:
+                diverging_inside.add(parent)
+                parent = calls[parent].parent
+            if location.first is None:
+                location.first = _divergence(row, call, done, calls, entry.has_paired_children)
+
+
+def _divergence(
+    row: LayerRow,
+    call: LayerCall,
+    done: dict[int, tuple[LayerRow, bool]],
+    calls: list[LayerCall],
+    container: bool,
+) -> Divergence:
+    shown = row.own or row.output
+    shapes = ""
+    if shown is not None and shown.orig_shape != shown.target_shape:
+        shapes = f"{shown.orig_shape} vs {shown.target_shape}"
+    return Divergence(
+        torch_path=row.torch_path,
+        mindspore_path=row.mindspore_path,
+        torch_type=row.torch_type,
+        mindspore_type=row.mindspore_type,
+        call=row.call,
+        own_error=row.own_error,
+        inherited_error=row.inherited_error,
+        where=_where(call, done, calls) if container else "",
+        shapes=shapes,
+        settings=row.settings,
+    )

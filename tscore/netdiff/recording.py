@@ -1,0 +1,196 @@
+"""Running one network through its plugin, and recording every layer call on the way.
+
+:func:`run_network` runs a network on one case. When it raises, the error
+names the framework and the innermost layer that was running (found by
+running again with module hooks that only track which layer is running).
+
+:class:`CallRecorder` is the :class:`tscore.module_hooks.ModuleRecorder` of
+the layer localisation: it keeps every call's inputs and output as numpy
+copies (a later in-place operation cannot change them).
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from tscore.errors import TscoreError, UnsupportedObjectError
+from tscore.plugins import hook
+from tscore.structures import as_arrays
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LayerCall:
+    """One call of one layer: its place in the run and, when recorded, its inputs and output as arrays."""
+
+    path: str
+    type_name: str
+    index: int  # this is the layer's index-th call
+    start: int  # order in which the calls began
+    parent: int | None  # the ``start`` of the call that was running when this one began
+    args: Any = None
+    kwargs: Any = None
+    output: Any = None
+    end: int | None = None  # order in which the calls returned; None if it raised
+    children: list[int] = field(default_factory=list)  # ``start`` of the calls made inside this one
+
+
+class CallRecorder:
+    """Record the layer calls of one run; with ``keep_values=False`` only which layer is running."""
+
+    def __init__(self, keep_values: bool = True) -> None:
+        """Start with no calls; ``defer`` (set from the backend's handles) delays copies to :meth:`finish`."""
+        self.keep_values = keep_values
+        self.defer = False
+        self.calls: list[LayerCall] = []
+        self._stack: list[LayerCall] = []
+        self._counts: dict[str, int] = {}
+        self._ended = 0
+
+    def enter(self, path: str, layer: object, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+        """Open a call; copy its inputs before the layer can change them in place."""
+        parent = self._stack[-1].start if self._stack else None
+        index = self._counts.get(path, 0)
+        self._counts[path] = index + 1
+        call = LayerCall(path, type(layer).__name__, index, len(self.calls), parent)
+        if self.keep_values:
+            call.args, call.kwargs = tuple(args), dict(kwargs)
+            if not self.defer:
+                call.args, call.kwargs = as_arrays(call.args), as_arrays(call.kwargs)
+        if parent is not None:
+            self.calls[parent].children.append(call.start)
+        self.calls.append(call)
+        self._stack.append(call)
+
+    def leave(self, path: str, layer: object, output: object) -> None:
+        """Close the innermost open call of ``path`` with its output."""
+        while self._stack and self._stack[-1].path != path:  # a call that raised inside a caught exception
+            self._stack.pop()
+        if not self._stack:
+            return
+        call = self._stack.pop()
+        if self.keep_values:
+            call.output = output if self.defer else as_arrays(output)
+        call.end = self._ended
+        self._ended += 1
+
+    def finish(self) -> None:
+        """Copy the tensors whose copies were deferred to numpy."""
+        if self.keep_values and self.defer:
+            for call in self.calls:
+                call.args, call.kwargs, call.output = (
+                    as_arrays(call.args),
+                    as_arrays(call.kwargs),
+                    as_arrays(call.output),
+                )
+            self.defer = False
+
+    @property
+    def running(self) -> LayerCall | None:
+        """The innermost call that has not returned (after a failure: the layer that raised)."""
+        return self._stack[-1] if self._stack else None
+
+
+class RunFailure(BaseModel):
+    """A network that raised: which framework, in which layer, with which exception."""
+
+    network: str
+    layer_path: str | None = None
+    layer_type: str | None = None
+    exception: str
+    traceback: str = ""
+
+    def line(self) -> str:
+        """One line: ``MindSpore forward failed in layer 'fc' (Dense): ValueError: ...``."""
+        where = (
+            ""
+            if self.layer_path is None
+            else f" in layer {self.layer_path or '(root)'!r} ({self.layer_type})"
+        )
+        return f"{self.network} forward failed{where}: {self.exception}"
+
+
+class NetRunError(TscoreError, RuntimeError):
+    """A network raised while running; ``failure`` says where."""
+
+    def __init__(self, failure: RunFailure) -> None:
+        """Keep the failure for the report."""
+        super().__init__(failure.line())
+        self.failure = failure
+
+
+def _forward(model: object, case: tuple[Any, ...], network: str) -> object:
+    output = hook().ts_run_forward(model=model, args=case, kwargs={}, train=False)
+    if output is None:
+        raise UnsupportedObjectError(
+            f"no loaded plugin runs a {type(model).__module__}.{type(model).__name__} "
+            f"(the {network} network); "
+            "install the plugin of its framework"
+        )
+    return output
+
+
+def run_hooked(model: object, case: tuple[Any, ...], network: str, recorder: CallRecorder) -> object:
+    """Run ``model`` with module hooks reporting to ``recorder``; the hooks are removed however it ends."""
+    handles = hook().ts_install_module_hooks(model=model, recorder=recorder)
+    if handles is None:
+        raise UnsupportedObjectError(
+            f"no loaded plugin can hook the layers of a {type(model).__name__} (the {network} network)"
+        )
+    recorder.defer = bool(getattr(handles, "defer_copies", False))
+    try:
+        output = _forward(model, case, network)
+    finally:
+        handles.remove()
+    recorder.finish()
+    return output
+
+
+def _failure(exc: BaseException, network: str, running: LayerCall | None) -> RunFailure:
+    return RunFailure(
+        network=network,
+        layer_path=running.path if running else None,
+        layer_type=running.type_name if running else None,
+        exception=f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}",
+        traceback="".join(traceback.format_exception(exc)[-6:]),
+    )
+
+
+def run_network(model: object, case: tuple[Any, ...], network: str) -> object:
+    """Run ``model`` on ``case`` in eval mode.
+
+    :raises NetRunError: when the network raises, naming the layer that was running.
+    """
+    try:
+        return _forward(model, case, network)
+    except UnsupportedObjectError:
+        raise
+    except Exception as exc:
+        tracker = CallRecorder(keep_values=False)
+        try:
+            run_hooked(model, case, network, tracker)
+        except Exception:  # the same failure, now with the layer known
+            pass
+        raise NetRunError(_failure(exc, network, tracker.running)) from exc
+
+
+def record_run(model: object, case: tuple[Any, ...], network: str) -> tuple[object, CallRecorder]:
+    """Run ``model`` on ``case`` recording every layer call's inputs and output.
+
+    :raises NetRunError: when the network raises, naming the layer that was running.
+    """
+    recorder = CallRecorder()
+    try:
+        output = run_hooked(model, case, network, recorder)
+    except UnsupportedObjectError:
+        raise
+    except Exception as exc:
+        raise NetRunError(_failure(exc, network, recorder.running)) from exc
+    return output, recorder

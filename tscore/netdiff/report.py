@@ -1,0 +1,271 @@
+"""The difference finder's report as data, and its rendering as TroubleShooter's three stages.
+
+:class:`NetDiffReport` holds the weight stages, one row per network output
+per case, one row per paired layer call when the layers were located, the
+layers whose settings differ, and ``first_divergence``: the layer a person
+should look at first. ``verdict()`` is the one line to act on.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field
+from tabulate import tabulate
+
+from tscore.compare.report import PairResult, boxed, format_number, pair_table
+from tscore.netdiff.recording import RunFailure
+from tscore.netdiff.weights import WeightStage
+
+OUTPUT_TITLE = "The comparison results of Net"
+LAYER_TITLE = "The comparison results of layers"
+OUTPUT_NAMES = ("PyTorch out", "MindSpore out")
+SEPARATOR_WIDTH = 141
+
+
+def separator(title: str, character: str = "=") -> str:
+    """Centre ``title`` in a line of ``character``, as TroubleShooter marks its stages."""
+    return f" {title} ".center(SEPARATOR_WIDTH, character)
+
+
+def short(value: float | None) -> str:
+    """Write a number for a sentence: ``2.0``, ``0.000153``, ``1.5e+08``."""
+    if value is None:
+        return "-"
+    text = f"{value:.3g}"
+    return text if any(c in text for c in ".en") else text + ".0"
+
+
+class LayerStatus(str, enum.Enum):
+    """What the comparison of one paired layer call found."""
+
+    OK = "ok"  # the outputs agree
+    DIVERGES = "diverges"  # given the same inputs, the MindSpore layer computes something else
+    INHERITS = "inherits"  # the outputs differ only because the inputs already did
+    CONTAINS = "contains"  # a layer inside it diverges
+    UNKNOWN = "unknown"  # the outputs differ and the layer could not be replayed
+    NOT_CALLED = "not_called"  # called on one side only, or a different number of times
+
+
+class SettingDiff(BaseModel):
+    """One setting of a paired layer that differs (neutral meaning, see ``ts_named_layers``)."""
+
+    name: str
+    torch: Any
+    mindspore: Any
+
+
+class LayerRow(BaseModel):
+    """One call of a paired layer: output metrics, error of its own and error inherited through its inputs."""
+
+    model_config = ConfigDict(ser_json_inf_nan="strings")
+
+    torch_path: str
+    mindspore_path: str
+    torch_type: str
+    mindspore_type: str
+    call: int = Field(default=0, description="the layer's n-th call in the run")
+    paired_by: str
+    status: LayerStatus
+    output: PairResult | None = Field(default=None, description="the output leaf that agrees least")
+    own: PairResult | None = Field(
+        default=None, description="the MindSpore layer replayed on the torch layer's inputs"
+    )
+    own_error: float | None = Field(default=None, description="largest |difference| of the replayed output")
+    inherited_error: float | None = Field(default=None, description="largest |difference| of the inputs")
+    settings: list[SettingDiff] = Field(default_factory=list)
+    note: str = ""
+
+    def label(self) -> str:
+        """``features.3 (MaxPool2d / MaxPool2d)``, both paths when they differ."""
+        path = self.torch_path or "(root)"
+        if self.mindspore_path != self.torch_path:
+            path = f"{path} / {self.mindspore_path or '(root)'}"
+        call = f" call {self.call}" if self.call else ""
+        return f"{path}{call} ({self.torch_type} / {self.mindspore_type})"
+
+
+class Divergence(BaseModel):
+    """The first layer that computes differently from its twin, given the same inputs."""
+
+    model_config = ConfigDict(ser_json_inf_nan="strings")
+
+    torch_path: str
+    mindspore_path: str
+    torch_type: str
+    mindspore_type: str
+    call: int = 0
+    own_error: float | None
+    inherited_error: float | None
+    where: str = Field(
+        default="", description="for a layer whose own code diverges: between which of its layers"
+    )
+    shapes: str = Field(default="", description="when the outputs' shapes differ: both shapes")
+    settings: list[SettingDiff] = Field(default_factory=list)
+
+    def line(self) -> str:
+        """``first divergence: features.3 (MaxPool2d / MaxPool2d): own error 2.0, inherited 0.0``."""
+        row = LayerRow(
+            torch_path=self.torch_path,
+            mindspore_path=self.mindspore_path,
+            torch_type=self.torch_type,
+            mindspore_type=self.mindspore_type,
+            call=self.call,
+            paired_by="",
+            status=LayerStatus.DIVERGES,
+        )
+        own = f"output shapes differ, {self.shapes}" if self.shapes else f"own error {short(self.own_error)}"
+        text = f"first divergence: {row.label()}: {own}, inherited {short(self.inherited_error)}"
+        if self.where:
+            text += f"; in its own code, {self.where}"
+        if self.settings:
+            text += "; settings differ: " + ", ".join(
+                f"{s.name} torch {s.torch}, MindSpore {s.mindspore}" for s in self.settings
+            )
+        return text
+
+
+class CaseRun(BaseModel):
+    """One input case: how long each network took, or how it failed."""
+
+    case: int
+    inputs: str = Field(description="shapes and dtypes of the inputs")
+    torch_seconds: float | None = None
+    mindspore_seconds: float | None = None
+    failure: RunFailure | None = None
+
+
+class NetDiffReport(BaseModel):
+    """Everything ``NetDifferenceFinder.compare`` found."""
+
+    model_config = ConfigDict(ser_json_inf_nan="strings")
+
+    rtol: float
+    atol: float
+    equal_nan: bool
+    weights: WeightStage | None = None
+    cases: list[CaseRun] = Field(default_factory=list)
+    outputs: list[PairResult] = Field(default_factory=list)
+    located_case: int | None = Field(default=None, description="the case whose layers were compared")
+    layers: list[LayerRow] = Field(default_factory=list)
+    unpaired: dict[str, list[str]] = Field(
+        default_factory=dict, description="per side ('torch', 'mindspore'): layers that found no twin"
+    )
+    settings_differ: list[LayerRow] = Field(default_factory=list)
+    first_divergence: Divergence | None = None
+    location_note: str = ""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def passed(self) -> bool:
+        """True when every case ran and every output of every case is within tolerance."""
+        return (
+            bool(self.outputs)
+            and all(case.failure is None for case in self.cases)
+            and all(row.passed for row in self.outputs)
+        )
+
+    def verdict(self) -> str:
+        """Return the one line to act on."""
+        failures = [case.failure.line() for case in self.cases if case.failure is not None]
+        if failures:
+            return f"{len(failures)} case(s) failed to run; the first: {failures[0]}"
+        if self.first_divergence is not None:
+            return self.first_divergence.line()
+        settings = "; ".join(
+            f"{row.label()}: "
+            + ", ".join(f"{s.name} torch {s.torch}, MindSpore {s.mindspore}" for s in row.settings)
+            for row in self.settings_differ
+        )
+        if self.passed:
+            if settings:
+                return (
+                    "outputs agree, but layer settings differ (they matter in training or on other inputs): "
+                    + settings
+                )
+            return "outputs agree: no divergence"
+        text = "outputs differ; " + (self.location_note or "the layer was not located (pass locate=True)")
+        return text + (f"; settings differ: {settings}" if settings else "")
+
+    def output_table(self, only_failed: bool = False) -> str:
+        """TroubleShooter's table of the networks' outputs."""
+        return pair_table(
+            self.outputs, title=OUTPUT_TITLE, name_headers=OUTPUT_NAMES, only_failed=only_failed
+        )
+
+    def layer_table(self, only_failed: bool = False) -> str:
+        """One row per paired layer call: status, output metrics, own and inherited error."""
+        rows = []
+        for row in self.layers:
+            if only_failed and row.status is LayerStatus.OK and not row.settings:
+                continue
+            out = row.output
+            rows.append(
+                [
+                    row.label(),
+                    row.status.value,
+                    "-" if out is None else str(out.allclose),
+                    "-" if out is None else format_number(out.cosine),
+                    "-" if out is None else format_number(out.max_abs_diff),
+                    short(row.own_error) if row.own is not None else "-",
+                    short(row.inherited_error),
+                    "; ".join(
+                        filter(
+                            None, [row.note, *(f"{s.name}: {s.torch} vs {s.mindspore}" for s in row.settings)]
+                        )
+                    ),
+                ]
+            )
+        headers = [
+            "layer (torch / MindSpore)",
+            "status",
+            "allclose",
+            "cosine",
+            "max diff",
+            "own",
+            "inherited",
+            "note",
+        ]
+        if not rows:
+            return f"{LAYER_TITLE}: no layer to show"
+        return boxed(LAYER_TITLE, tabulate(rows, headers=headers, tablefmt="pretty", colalign=("left",)))
+
+    def render(self, print_level: int = 1) -> str:
+        """Render the three stages and the located layers as ``print_level`` asks (1: all, 2: differences)."""
+        only = print_level == 2
+        parts: list[str] = []
+        if self.weights is not None:
+            if self.weights.conversion is not None:
+                parts += [
+                    separator("Start Converting PyTorch Weights to MindSpore"),
+                    self.weights.conversion.table(),
+                ]
+            if self.weights.comparison is not None:
+                parts += [
+                    separator("Start comparing PyTorch and MindSpore parameters"),
+                    self.weights.comparison.table(only_diff=only),
+                ]
+            parts.append(self.weights.verdict())
+        parts.append(separator("Start Performing Network Inference"))
+        for case in self.cases:
+            if case.failure is not None:
+                parts.append(f"case {case.case} ({case.inputs}): {case.failure.line()}")
+            elif not only:
+                parts.append(
+                    f"case {case.case} ({case.inputs}): PyTorch {case.torch_seconds:.5f} s, "
+                    f"MindSpore {case.mindspore_seconds:.5f} s"
+                )
+        if self.outputs and not (only and self.passed):
+            parts.append(self.output_table(only_failed=only))
+        if self.layers:
+            parts += [
+                separator(f"Comparing every layer (case {self.located_case})"),
+                self.layer_table(only_failed=only),
+            ]
+        parts.append(self.verdict())
+        return "\n".join(parts)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """Render the whole report as JSON."""
+        return self.model_dump_json(indent=indent)

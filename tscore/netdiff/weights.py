@@ -1,0 +1,231 @@
+"""The weight stages of the difference finder: give both networks the same weights, then check them.
+
+Spec 003's three notes on how ``pt_params_path``, ``ms_params_path``,
+``auto_conv_ckpt`` and ``compare_params`` interact:
+
+1. By default the torch network's weights are converted through the weight
+   map and loaded into the MindSpore network, then the torch state is
+   compared with the MindSpore network's own state (names, shapes, values),
+   which checks the structure.
+2. With both paths, each network loads its file; nothing is converted or compared.
+3. With only ``ms_params_path``, the MindSpore network loads it; nothing is
+   converted or compared.
+
+Everything happens in memory: no ``.pth`` or ``.ckpt`` is written.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from tscore.checkpoint.ckpt_diff import CheckpointDiff, diff_checkpoints, through_map
+from tscore.checkpoint.contents import CheckpointContents
+from tscore.checkpoint.convert import ConversionReport, convert_params
+from tscore.checkpoint.files import load_checkpoint
+from tscore.checkpoint.weight_map import WeightMap
+from tscore.errors import TscoreError, UnsupportedObjectError
+from tscore.plugins import hook
+
+log = logging.getLogger(__name__)
+
+AUTO_CONV_MODES = {0: "none", 1: "torch to MindSpore", 2: "torch to MSAdapter (same names)"}
+
+
+class LoadResult(BaseModel):
+    """What loading named arrays into a network did: loaded, and what did not fit."""
+
+    network: str = Field(description="'torch' or 'MindSpore'")
+    source: str = Field(description="where the arrays came from: a file, or the converted torch state")
+    loaded: int
+    unused: list[str] = Field(default_factory=list, description="given names the network does not have")
+    missing: list[str] = Field(default_factory=list, description="network names that got no value")
+    mismatched: list[str] = Field(
+        default_factory=list, description="'name: given shape vs network shape' for names of another shape"
+    )
+
+    @property
+    def complete(self) -> bool:
+        """True when every name fit and every network entry got a value."""
+        return not (self.unused or self.missing or self.mismatched)
+
+    def summary(self) -> str:
+        """One line: what was loaded and what did not fit."""
+        parts = [f"{self.network}: {self.loaded} entries loaded from {self.source}"]
+        if self.unused:
+            parts.append(f"{len(self.unused)} not in the network ({', '.join(self.unused[:10])})")
+        if self.mismatched:
+            parts.append(f"{len(self.mismatched)} of another shape ({'; '.join(self.mismatched[:5])})")
+        if self.missing:
+            parts.append(f"{len(self.missing)} network entries got no value ({', '.join(self.missing[:10])})")
+        return "; ".join(parts)
+
+
+class WeightStage(BaseModel):
+    """The weight conversion and comparison stages, as far as they ran."""
+
+    mode: str = Field(
+        description="how the weights were set: converted, from files, or as the networks had them"
+    )
+    loads: list[LoadResult] = Field(default_factory=list)
+    conversion: ConversionReport | None = None
+    comparison: CheckpointDiff | None = None
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        """True when every load fit and the comparison, if it ran, found the same names, shapes and values."""
+        return all(load.complete for load in self.loads) and (
+            self.comparison is None or self.comparison.passed
+        )
+
+    def verdict(self) -> str:
+        """One line saying whether both networks hold the same weights."""
+        if self.comparison is None and not self.loads:
+            return "weights: not converted or compared (" + self.mode + ")"
+        if self.passed:
+            return "weights: both networks hold the same weights"
+        torch_only = mindspore_only = mismatched = 0
+        if self.comparison is not None:
+            for row in self.comparison.shape_rows:
+                torch_only += row.target_name is None
+                mindspore_only += row.orig_name is None
+                mismatched += row.shape_equal is False
+        parts = [f"{load.summary()}" for load in self.loads if not load.complete]
+        if torch_only or mindspore_only or mismatched:
+            parts.append(
+                f"{torch_only} torch entries have no MindSpore parameter, {mindspore_only} MindSpore "
+                f"parameters have no torch entry, {mismatched} differ in shape: the networks' structures "
+                "differ there (see the shape table); outputs will differ where those layers run"
+            )
+        elif self.comparison is not None and not self.comparison.passed:
+            parts.append("some values differ after loading (see the value table)")
+        return "weights DIFFER: " + "; ".join(parts)
+
+
+def model_state(model: object, argument: str) -> dict[str, np.ndarray]:
+    """Read a network's state through its plugin.
+
+    :raises UnsupportedObjectError: naming ``argument`` when no plugin knows the network.
+    """
+    state = hook().ts_model_state(model=model)
+    if state is None:
+        raise UnsupportedObjectError(
+            f"{argument} is a {type(model).__module__}.{type(model).__name__}, which no loaded plugin "
+            "can read; install the plugin of its framework (ts_torch, ts_mindspore)"
+        )
+    return dict(state)
+
+
+def load_into(model: object, params: Mapping[str, np.ndarray], network: str, source: str) -> LoadResult:
+    """Load the entries of ``params`` that fit ``model`` (same name, same shape); report the rest."""
+    state = model_state(model, f"the {network} network")
+    fitting = {n: a for n, a in params.items() if n in state and tuple(state[n].shape) == tuple(a.shape)}
+    result = LoadResult(
+        network=network,
+        source=source,
+        loaded=len(fitting),
+        unused=[n for n in params if n not in state],
+        missing=[n for n in state if n not in params],
+        mismatched=[
+            f"{n}: {tuple(a.shape)} vs {tuple(state[n].shape)}"
+            for n, a in params.items()
+            if n in state and tuple(state[n].shape) != tuple(a.shape)
+        ],
+    )
+    if fitting:
+        hook().ts_load_model_state(model=model, params=fitting)
+    log.info("%s", result.summary())
+    return result
+
+
+def _file_params(path: str | os.PathLike[str], argument: str) -> CheckpointContents:
+    try:
+        return load_checkpoint(path)
+    except TscoreError as exc:
+        raise type(exc)(f"{argument}: {exc}") from exc
+
+
+def identity_map(state: Mapping[str, np.ndarray]) -> WeightMap:
+    """Build the map for MSAdapter networks: every name kept, no value changed."""
+    return WeightMap({name: name for name in state}, {}, "torch", "msadapter")
+
+
+def convert_and_load(
+    pt_net: object, ms_net: object, weight_map: WeightMap
+) -> tuple[ConversionReport, LoadResult]:
+    """Convert the torch network's state through ``weight_map`` in memory; load it into the MindSpore one."""
+    state = CheckpointContents(
+        path="pt_net.state_dict()", format="state_dict", params=model_state(pt_net, "pt_net")
+    )
+    params, rows = convert_params(state, weight_map, strict=False)
+    report = ConversionReport(
+        source_file=state.path,
+        target_file=None,
+        format="in memory",
+        source=weight_map.source,
+        target=weight_map.target,
+        rows=rows,
+    )
+    return report, load_into(ms_net, params, "MindSpore", "the converted torch weights")
+
+
+def compare_states(
+    pt_net: object, ms_net: object, weight_map: WeightMap, rtol: float, atol: float, equal_nan: bool
+) -> CheckpointDiff:
+    """Compare the torch state, renamed through the map, with the MindSpore network's own state."""
+    torch_side = CheckpointContents(path="pt_net", format="state_dict", params=model_state(pt_net, "pt_net"))
+    ms_side = CheckpointContents(path="ms_net", format="parameters", params=model_state(ms_net, "ms_net"))
+    converted, names, dropped = through_map(torch_side, weight_map, strict=False)
+    return diff_checkpoints(
+        converted,
+        ms_side,
+        orig_names=names,
+        labels=("torch", "MindSpore"),
+        rtol=rtol,
+        atol=atol,
+        equal_nan=equal_nan,
+        dropped=dropped,
+    )
+
+
+def set_weights(
+    pt_net: object,
+    ms_net: object,
+    weight_map: WeightMap | None,
+    *,
+    pt_params_path: str | os.PathLike[str] | None,
+    ms_params_path: str | os.PathLike[str] | None,
+    auto_conv_ckpt: int,
+    compare_params: bool,
+    tolerances: tuple[float, float, bool],
+) -> WeightStage:
+    """Give both networks their weights as spec 003's notes say, and compare them when asked."""
+    loads: list[LoadResult] = []
+    notes: list[str] = []
+    if pt_params_path is not None:
+        contents = _file_params(pt_params_path, "pt_params_path")
+        loads.append(load_into(pt_net, contents.params, "torch", os.fspath(pt_params_path)))
+    if ms_params_path is not None:
+        contents = _file_params(ms_params_path, "ms_params_path")
+        loads.append(load_into(ms_net, contents.params, "MindSpore", os.fspath(ms_params_path)))
+        return WeightStage(
+            mode="loaded from files; not converted or compared (spec 003, notes 2 and 3)", loads=loads
+        )
+    if weight_map is None:
+        notes.append("auto_conv_ckpt=0: the networks keep the weights they have; make sure they agree")
+        return WeightStage(mode="as the networks had them", loads=loads, notes=notes)
+    stage = WeightStage(mode=f"converted ({AUTO_CONV_MODES[auto_conv_ckpt]})", loads=loads, notes=notes)
+    if auto_conv_ckpt:
+        stage.conversion, load = convert_and_load(pt_net, ms_net, weight_map)
+        stage.loads.append(load)
+    else:
+        stage.mode = "as the networks had them (auto_conv_ckpt=0)"
+    if compare_params:
+        rtol, atol, equal_nan = tolerances
+        stage.comparison = compare_states(pt_net, ms_net, weight_map, rtol, atol, equal_nan)
+    return stage
