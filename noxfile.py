@@ -3,7 +3,7 @@
 Plain ``nox`` runs lint and the four test sessions: the core with no framework
 installed, torch alone, MindSpore alone, and both together. ``nox -s example``
 runs the bundled example; ``nox -s bench``, ``nox -s bench_compare`` and
-``nox -s bench_checkpoint`` the benchmarks.
+``nox -s bench_checkpoint``, ``nox -s bench_netdiff`` the benchmarks.
 """
 
 from __future__ import annotations
@@ -119,3 +119,10 @@ def bench_checkpoint(session: nox.Session) -> None:
     """Checkpoint conversion and reading against torch.load + mindspore.save_checkpoint (3 GB of disk)."""
     session.install(*CONSTRAINTS, ".", TORCH_PLUGIN, MS_PLUGIN, MS_NUMPY)
     session.run("python", "benchmarks/bench_checkpoint.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bench_netdiff(session: nox.Session) -> None:
+    """NetDifferenceFinder's layer localisation against two plain forward passes (small ResNet)."""
+    session.install(*CONSTRAINTS, ".", TORCH_PLUGIN, MS_PLUGIN, MS_NUMPY)
+    session.run("python", "benchmarks/bench_netdiff.py", *session.posargs)

@@ -1,0 +1,123 @@
+"""What layer localisation costs, against the two plain forward passes, on a small ResNet, one thread.
+
+Run ``python benchmarks/bench_netdiff.py [--repeat N] [--batch B]`` (``nox -s bench_netdiff``).
+
+Measured side by side in one process, taking turns, medians of ``--repeat``:
+
+* plain: ``torch_net(x)`` under ``no_grad`` plus ``ms_net(x)``, both in eval mode, each
+  output read back to numpy (which waits for MindSpore's asynchronous kernels);
+* ``compare(locate=False)`` and ``compare(locate=True)`` of ``NetDifferenceFinder``
+  (weights converted and compared in both, so their difference is the localisation);
+
+once for the correct twin (every layer agrees: recorded and compared, nothing
+replayed) and once for a twin whose first convolution pads wrongly (every
+later layer disagrees and is replayed: the most work localisation does).
+The issue's target: localisation costs at most 3x the plain passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+
+
+def _median_seconds(function: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        began = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - began)
+    return statistics.median(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the table of timings and ratios; exit 1 when localisation costs more than 3x."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--batch", type=int, default=8)
+    args = parser.parse_args(argv)
+
+    import mindspore as ms
+    import numpy as np
+    import torch
+    from resnet_twins import ms_resnet, torch_resnet
+
+    import tscore as ts
+
+    torch.set_num_threads(1)
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    x = np.random.default_rng(0).standard_normal((args.batch, 3, 32, 32)).astype(np.float32)
+    rows = []
+    for label, mistake in (("correct twin", None), ("first conv mistaken", "stem_padding")):
+        pt_net, ms_net = torch_resnet(), ms_resnet(mistake)
+        finder = ts.migrator.NetDifferenceFinder(pt_net, ms_net, print_level=0)
+        finder.compare(inputs=(x,), locate=False)  # warm up both frameworks, load the weights
+        tx, mx = torch.from_numpy(x), ms.Tensor(x)
+
+        def plain(pt_net: object = pt_net, ms_net: object = ms_net, tx: object = tx, mx: object = mx) -> None:
+            with torch.no_grad():
+                pt_net(tx).numpy()  # type: ignore[operator]
+            ms_net(mx).asnumpy()  # type: ignore[operator]  # waits for MindSpore's queued kernels
+
+        plain()
+        samples: dict[str, list[float]] = {"plain": [], "without": [], "with": []}
+        for _ in range(args.repeat):  # taking turns, so drift on a shared machine hits all three alike
+            samples["plain"].append(_median_seconds(plain, 1))
+            samples["without"].append(_median_seconds(partial(finder.compare, inputs=(x,), locate=False), 1))
+            samples["with"].append(_median_seconds(partial(finder.compare, inputs=(x,), locate=True), 1))
+        report = finder.compare(inputs=(x,), locate=True)
+        ratios = [
+            (w - wo) / p
+            for w, wo, p in zip(samples["with"], samples["without"], samples["plain"], strict=True)
+        ]
+        plain_s = statistics.median(samples["plain"])
+        without = statistics.median(samples["without"])
+        with_locate = statistics.median(samples["with"])
+        replayed = sum(row.own is not None for row in report.layers)
+        rows.append(
+            (
+                label,
+                plain_s,
+                without,
+                with_locate,
+                with_locate - without,
+                statistics.median(ratios),
+                len(report.layers),
+                replayed,
+            )
+        )
+        print(f"{label}: {report.verdict()}")
+    print()
+    print(
+        f"ResNet (3 stages, widths 16/32/64), batch {args.batch}, 3x32x32, one thread, "
+        f"medians of {args.repeat}"
+    )
+    header = (
+        "| twin | plain fwd torch+MS | compare | compare + locate | localisation "
+        "| ratio to plain (median of per-turn ratios) "
+        "| layer calls | replayed |"
+    )
+    print(header)
+    print("|" + "---|" * 8)
+    worst = 0.0
+    for label, plain_s, without, with_locate, extra, ratio, calls, replayed in rows:
+        worst = max(worst, ratio)
+        print(
+            f"| {label} | {plain_s * 1e3:.1f} ms | {without * 1e3:.1f} ms | {with_locate * 1e3:.1f} ms "
+            f"| {extra * 1e3:.1f} ms | {ratio:.2f}x | {calls} | {replayed} |"
+        )
+    print(f"\nworst localisation cost: {worst:.2f}x the plain forward passes (target: at most 3x)")
+    return 0 if worst <= 3.0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
