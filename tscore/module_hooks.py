@@ -9,7 +9,7 @@ whose ``remove()`` takes every one of them off again.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -103,3 +103,32 @@ class HookHandles:
     def __exit__(self, *exc_info: object) -> None:
         """Remove the hooks."""
         self.remove()
+
+
+def hook_layers(
+    layers: Iterable[tuple[str, Any]], recorder: ModuleRecorder, handles: HookHandles
+) -> HookHandles:
+    """Report every call of each ``(path, layer)`` to ``recorder``; add the removers to ``handles``.
+
+    For frameworks whose layers offer ``register_forward_pre_hook(fn,
+    with_kwargs=True)`` and ``register_forward_hook(fn, with_kwargs=True)``
+    returning a handle with ``remove()`` (torch modules and MindSpore cells
+    both do). If a registration fails, the hooks added so far are removed.
+    """
+    try:
+        for path, layer in layers:
+
+            def before(obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any], path: str = path) -> None:
+                recorder.enter(path, obj, args, kwargs)
+
+            def after(
+                obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, path: str = path
+            ) -> None:
+                recorder.leave(path, obj, output)
+
+            handles.add(layer.register_forward_pre_hook(before, with_kwargs=True).remove)
+            handles.add(layer.register_forward_hook(after, with_kwargs=True).remove)
+    except BaseException:
+        handles.remove()
+        raise
+    return handles

@@ -8,6 +8,7 @@ at a time, so memory stays at one chunk whatever the checkpoint size.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 from tabulate import tabulate
@@ -239,6 +240,25 @@ def through_map(
     names = {target: row.source_name for target, row in named}
     dropped = [row.source_name for row in rows if row.status is ConversionStatus.DROPPED]
     return converted, names, dropped
+
+
+def diff_through_map(
+    torch_side: CheckpointContents,
+    ms_side: CheckpointContents,
+    weight_map: WeightMap,
+    *,
+    strict: bool = True,
+    **options: Any,
+) -> CheckpointDiff:
+    """Compare a torch state with a MindSpore one: rename the torch side through the map, show its names.
+
+    :param options: ``compare_value``, ``rtol``, ``atol``, ``equal_nan``, ``progress``, as
+        :func:`diff_checkpoints` takes them.
+    """
+    converted, names, dropped = through_map(torch_side, weight_map, strict=strict)
+    return diff_checkpoints(
+        converted, ms_side, orig_names=names, labels=("torch", "MindSpore"), dropped=dropped, **options
+    )
 
 
 def print_diff(diff: CheckpointDiff, print_level: int) -> None:

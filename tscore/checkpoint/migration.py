@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tscore.checkpoint.ckpt_diff import CheckpointDiff, diff_checkpoints, print_diff, through_map
+from tscore.checkpoint.ckpt_diff import CheckpointDiff, diff_checkpoints, diff_through_map, print_diff
 from tscore.checkpoint.contents import CheckpointContents
 from tscore.checkpoint.convert import ConversionReport, convert_checkpoint
 from tscore.checkpoint.files import load_checkpoint
@@ -266,18 +266,15 @@ def compare_pth_and_ckpt(
     mapping = _weight_map(weight_map_path, weight_map, "compare_pth_and_ckpt")
     torch_side = load_checkpoint(pt_file_path, trust_pickle=trust_pickle)
     ms_side = load_checkpoint(ms_file_path)
-    converted, names, dropped = through_map(torch_side, mapping)
-    diff = diff_checkpoints(
-        converted,
+    diff = diff_through_map(
+        torch_side,
         ms_side,
-        orig_names=names,
-        labels=("torch", "MindSpore"),
+        mapping,
         compare_value=compare_value,
         rtol=rtol,
         atol=atol,
         equal_nan=equal_nan,
         progress=print_level > 0,
-        dropped=dropped,
     )
     print_diff(diff, print_level)
     return diff

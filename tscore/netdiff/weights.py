@@ -23,7 +23,7 @@ from collections.abc import Mapping
 import numpy as np
 from pydantic import BaseModel, Field
 
-from tscore.checkpoint.ckpt_diff import CheckpointDiff, diff_checkpoints, through_map
+from tscore.checkpoint.ckpt_diff import CheckpointDiff, diff_through_map
 from tscore.checkpoint.contents import CheckpointContents
 from tscore.checkpoint.convert import ConversionReport, convert_params
 from tscore.checkpoint.files import load_checkpoint
@@ -180,16 +180,8 @@ def compare_states(
     """Compare the torch state, renamed through the map, with the MindSpore network's own state."""
     torch_side = CheckpointContents(path="pt_net", format="state_dict", params=model_state(pt_net, "pt_net"))
     ms_side = CheckpointContents(path="ms_net", format="parameters", params=model_state(ms_net, "ms_net"))
-    converted, names, dropped = through_map(torch_side, weight_map, strict=False)
-    return diff_checkpoints(
-        converted,
-        ms_side,
-        orig_names=names,
-        labels=("torch", "MindSpore"),
-        rtol=rtol,
-        atol=atol,
-        equal_nan=equal_nan,
-        dropped=dropped,
+    return diff_through_map(
+        torch_side, ms_side, weight_map, strict=False, rtol=rtol, atol=atol, equal_nan=equal_nan
     )
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tscore.module_hooks import HookHandles, LayerInfo, ModuleRecorder
+from tscore.module_hooks import HookHandles, LayerInfo, ModuleRecorder, hook_layers
 from tscore.structures import map_arrays
 
 # (namespace under mindspore, class name, neutral kind); subclasses come before their bases.
@@ -190,23 +190,7 @@ def install_cell_hooks(net: Any, recorder: ModuleRecorder) -> HookHandles:
     # (asnumpy in a hook waits for every queued kernel).
     handles = HookHandles(label=f"MindSpore cell hooks on {type(net).__name__}", defer_copies=True)
     handles.add(_pynative())
-    try:
-        for path, cell in net.cells_and_names():
-
-            def before(c: Any, args: tuple[Any, ...], kwargs: dict[str, Any], path: str = path) -> None:
-                recorder.enter(path, c, args, kwargs)
-
-            def after(
-                c: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, path: str = path
-            ) -> None:
-                recorder.leave(path, c, output)
-
-            handles.add(cell.register_forward_pre_hook(before, with_kwargs=True).remove)
-            handles.add(cell.register_forward_hook(after, with_kwargs=True).remove)
-    except BaseException:
-        handles.remove()
-        raise
-    return handles
+    return hook_layers(net.cells_and_names(), recorder, handles)
 
 
 def run_forward(

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ts_torch.layers import layer_config, layer_kind
-from tscore.module_hooks import HookHandles, LayerInfo, ModuleRecorder
+from tscore.module_hooks import HookHandles, LayerInfo, ModuleRecorder, hook_layers
 from tscore.structures import map_arrays
 
 
@@ -35,23 +35,7 @@ def named_layers(model: Any) -> list[LayerInfo]:
 def install_module_hooks(model: Any, recorder: ModuleRecorder) -> HookHandles:
     """Call ``recorder.enter``/``leave`` around every module call of ``model``."""
     handles = HookHandles(label=f"torch module hooks on {type(model).__name__}")
-    try:
-        for path, module in model.named_modules():
-
-            def before(mod: Any, args: tuple[Any, ...], kwargs: dict[str, Any], path: str = path) -> None:
-                recorder.enter(path, mod, args, kwargs)
-
-            def after(
-                mod: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, path: str = path
-            ) -> None:
-                recorder.leave(path, mod, output)
-
-            handles.add(module.register_forward_pre_hook(before, with_kwargs=True).remove)
-            handles.add(module.register_forward_hook(after, with_kwargs=True).remove)
-    except BaseException:
-        handles.remove()
-        raise
-    return handles
+    return hook_layers(model.named_modules(), recorder, handles)
 
 
 def run_forward(
