@@ -111,3 +111,25 @@ def replace_arrays(value: Any, replacements: list[np.ndarray]) -> Any:
     if count != len(replacements):
         raise ValueError(f"{count} arrays to replace, {len(replacements)} replacements")
     return map_arrays(value, lambda _: next(remaining))
+
+
+Leaf = tuple[str, np.ndarray]
+
+
+def pair_leaves(
+    left_value: Any, right_value: Any
+) -> tuple[list[tuple[str, np.ndarray, str, np.ndarray]], list[Leaf], list[Leaf]]:
+    """Pair the tensors of two nested values by path (by order when some left path is not on the right).
+
+    :return: ``(left name, left array, right name, right array)`` per pair, then
+        the leaves left over on each side. Arrays are not copied.
+    """
+    left, right = tensor_leaves(left_value, copy=False), tensor_leaves(right_value, copy=False)
+    right_by = dict(right)
+    if all(name in right_by for name, _ in left):
+        pairs = [(name, array, name, right_by[name]) for name, array in left]
+        used = {name for name, _ in left}
+        return pairs, [], [(n, a) for n, a in right if n not in used]
+    count = min(len(left), len(right))
+    pairs = [(a, x, b, y) for (a, x), (b, y) in zip(left[:count], right[:count], strict=True)]
+    return pairs, left[count:], right[count:]

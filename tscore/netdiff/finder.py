@@ -23,7 +23,7 @@ from tscore.netdiff.report import CaseRun, LayerRow, LayerStatus, NetDiffReport
 from tscore.netdiff.weights import AUTO_CONV_MODES, identity_map, model_state, set_weights
 from tscore.plugins import hook
 from tscore.seeding import seed_all
-from tscore.structures import tensor_leaves
+from tscore.structures import pair_leaves
 
 log = logging.getLogger(__name__)
 
@@ -42,24 +42,17 @@ def _check_print_level(print_level: object) -> int:
 def _output_rows(
     case: int, torch_out: object, ms_out: object, rtol: float, atol: float, equal_nan: bool
 ) -> list[PairResult]:
-    """One row per output leaf, paired by path (by order when the structures differ)."""
-    left, right = tensor_leaves(torch_out, copy=False), tensor_leaves(ms_out, copy=False)
-    right_by = dict(right)
-    same_paths = all(name in right_by for name, _ in left) and len(left) == len(right)
-    pairs = (
-        [(a, x, a, right_by[a]) for a, x in left]
-        if same_paths
-        else [(a, x, b, y) for (a, x), (b, y) in zip(left, right, strict=False)]
-    )
+    """Make one row per output leaf, paired by path (by order when the structures differ)."""
+    pairs, torch_only, ms_only = pair_leaves(torch_out, ms_out)
     rows = [
         compare_arrays(
             x, y, rtol, atol, equal_nan, orig_name=f"step_{case}_{a}", target_name=f"step_{case}_{b}"
         )
         for a, x, b, y in pairs
     ]
-    for name, array in left[len(pairs) :]:
+    for name, array in torch_only:
         rows.append(_one_sided(f"step_{case}_{name}", None, array.shape, "only the torch network returns it"))
-    for name, array in right[len(pairs) :]:
+    for name, array in ms_only:
         rows.append(
             _one_sided(None, f"step_{case}_{name}", array.shape, "only the MindSpore network returns it")
         )

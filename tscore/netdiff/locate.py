@@ -32,10 +32,10 @@ from tscore.compare.engine import compare_arrays
 from tscore.compare.report import PairResult
 from tscore.module_hooks import LayerInfo
 from tscore.netdiff.pairing import LayerPair
-from tscore.netdiff.recording import CallRecorder, LayerCall
+from tscore.netdiff.recording import CallRecorder, LayerCall, exception_line
 from tscore.netdiff.report import Divergence, LayerRow, LayerStatus, SettingDiff
 from tscore.plugins import hook
-from tscore.structures import array_leaves, replace_arrays, tensor_leaves
+from tscore.structures import array_leaves, pair_leaves, replace_arrays
 
 log = logging.getLogger(__name__)
 
@@ -89,15 +89,9 @@ def _largest(rows: list[PairResult]) -> float | None:
 def _compare_outputs(torch_out: Any, ms_out: Any, tol: Tolerances) -> tuple[list[PairResult], list[str]]:
     """Compare output leaves paired by path (by order when the paths differ); note leaves on one side only."""
     rtol, atol, equal_nan = tol
-    left, right = tensor_leaves(torch_out, copy=False), tensor_leaves(ms_out, copy=False)
-    right_by = dict(right)
-    if all(name in right_by for name, _ in left):
-        pairs = [(name, array, name, right_by[name]) for name, array in left]
-    else:
-        pairs = [(a, x, b, y) for (a, x), (b, y) in zip(left, right, strict=False)]
-    used = {p[2] for p in pairs}
-    notes = [f"torch output {name} has no MindSpore counterpart" for name, _ in left[len(pairs) :]]
-    notes += [f"MindSpore output {name} has no torch counterpart" for name, _ in right if name not in used]
+    pairs, torch_only, ms_only = pair_leaves(torch_out, ms_out)
+    notes = [f"torch output {name} has no MindSpore counterpart" for name, _ in torch_only]
+    notes += [f"MindSpore output {name} has no torch counterpart" for name, _ in ms_only]
     rows = [
         compare_arrays(x, y, rtol, atol, equal_nan, orig_name=a, target_name=b)
         for a, x, b, y in pairs
@@ -154,9 +148,7 @@ def replay(ms_layer: object, torch_call: LayerCall, ms_call: LayerCall) -> objec
     try:
         return hook().ts_run_forward(model=ms_layer, args=args, kwargs=kwargs, train=False)
     except Exception as exc:
-        raise ReplayError(
-            f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
-        ) from exc
+        raise ReplayError(exception_line(exc)) from exc
 
 
 @dataclass
@@ -332,15 +324,10 @@ def _divergence(
     shapes = ""
     if shown is not None and shown.orig_shape != shown.target_shape:
         shapes = f"{shown.orig_shape} vs {shown.target_shape}"
+    shared = set(Divergence.model_fields) & set(LayerRow.model_fields)
     return Divergence(
-        torch_path=row.torch_path,
-        mindspore_path=row.mindspore_path,
-        torch_type=row.torch_type,
-        mindspore_type=row.mindspore_type,
-        call=row.call,
-        own_error=row.own_error,
-        inherited_error=row.inherited_error,
+        **row.model_dump(include=shared - {"settings"}),
+        settings=row.settings,
         where=_where(call, done, calls) if container else "",
         shapes=shapes,
-        settings=row.settings,
     )

@@ -153,12 +153,18 @@ def run_hooked(model: object, case: tuple[Any, ...], network: str, recorder: Cal
     return output
 
 
+def exception_line(exc: BaseException) -> str:
+    """Name an exception in one line: its type and the first line of its message."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+
+
 def _failure(exc: BaseException, network: str, running: LayerCall | None) -> RunFailure:
     return RunFailure(
         network=network,
         layer_path=running.path if running else None,
         layer_type=running.type_name if running else None,
-        exception=f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}",
+        exception=exception_line(exc),
         traceback="".join(traceback.format_exception(exc)[-6:]),
     )
 

@@ -55,6 +55,19 @@ class SettingDiff(BaseModel):
     torch: Any
     mindspore: Any
 
+    def text(self) -> str:
+        """``eps torch 1e-05, MindSpore 1e-07``."""
+        return f"{self.name} torch {self.torch}, MindSpore {self.mindspore}"
+
+
+def layer_label(torch_path: str, mindspore_path: str, call: int, torch_type: str, mindspore_type: str) -> str:
+    """Write ``features.3 (MaxPool2d / MaxPool2d)`` with both paths when they differ."""
+    path = torch_path or "(root)"
+    if mindspore_path != torch_path:
+        path = f"{path} / {mindspore_path or '(root)'}"
+    shown_call = f" call {call}" if call else ""
+    return f"{path}{shown_call} ({torch_type} / {mindspore_type})"
+
 
 class LayerRow(BaseModel):
     """One call of a paired layer: output metrics, error of its own and error inherited through its inputs."""
@@ -79,11 +92,9 @@ class LayerRow(BaseModel):
 
     def label(self) -> str:
         """``features.3 (MaxPool2d / MaxPool2d)``, both paths when they differ."""
-        path = self.torch_path or "(root)"
-        if self.mindspore_path != self.torch_path:
-            path = f"{path} / {self.mindspore_path or '(root)'}"
-        call = f" call {self.call}" if self.call else ""
-        return f"{path}{call} ({self.torch_type} / {self.mindspore_type})"
+        return layer_label(
+            self.torch_path, self.mindspore_path, self.call, self.torch_type, self.mindspore_type
+        )
 
 
 class Divergence(BaseModel):
@@ -106,23 +117,15 @@ class Divergence(BaseModel):
 
     def line(self) -> str:
         """``first divergence: features.3 (MaxPool2d / MaxPool2d): own error 2.0, inherited 0.0``."""
-        row = LayerRow(
-            torch_path=self.torch_path,
-            mindspore_path=self.mindspore_path,
-            torch_type=self.torch_type,
-            mindspore_type=self.mindspore_type,
-            call=self.call,
-            paired_by="",
-            status=LayerStatus.DIVERGES,
+        label = layer_label(
+            self.torch_path, self.mindspore_path, self.call, self.torch_type, self.mindspore_type
         )
         own = f"output shapes differ, {self.shapes}" if self.shapes else f"own error {short(self.own_error)}"
-        text = f"first divergence: {row.label()}: {own}, inherited {short(self.inherited_error)}"
+        text = f"first divergence: {label}: {own}, inherited {short(self.inherited_error)}"
         if self.where:
             text += f"; in its own code, {self.where}"
         if self.settings:
-            text += "; settings differ: " + ", ".join(
-                f"{s.name} torch {s.torch}, MindSpore {s.mindspore}" for s in self.settings
-            )
+            text += "; settings differ: " + ", ".join(s.text() for s in self.settings)
         return text
 
 
@@ -174,9 +177,7 @@ class NetDiffReport(BaseModel):
         if self.first_divergence is not None:
             return self.first_divergence.line()
         settings = "; ".join(
-            f"{row.label()}: "
-            + ", ".join(f"{s.name} torch {s.torch}, MindSpore {s.mindspore}" for s in row.settings)
-            for row in self.settings_differ
+            f"{row.label()}: " + ", ".join(s.text() for s in row.settings) for row in self.settings_differ
         )
         if self.passed:
             if settings:
@@ -210,11 +211,7 @@ class NetDiffReport(BaseModel):
                     "-" if out is None else format_number(out.max_abs_diff),
                     short(row.own_error) if row.own is not None else "-",
                     short(row.inherited_error),
-                    "; ".join(
-                        filter(
-                            None, [row.note, *(f"{s.name}: {s.torch} vs {s.mindspore}" for s in row.settings)]
-                        )
-                    ),
+                    "; ".join(filter(None, [row.note, *(s.text() for s in row.settings)])),
                 ]
             )
         headers = [
