@@ -3,14 +3,17 @@
 ``import tscore as ts`` gives the functions TroubleShooter users know
 (``ts.save``, ``ts.save_grad``, ``ts.widget.get_pt_grads``, ``ts.seed_all``)
 for every framework whose plugin is installed. Importing tscore imports no
-framework; plugins load on first use.
+framework and changes no framework's settings; the plugins load on first use,
+and at the latest when ``ts.save`` or ``ts.save_grad`` is first looked up, so
+that a framework that compiles the code calling them (MindSpore's graph mode)
+has been told how to treat them (:mod:`tscore.runtime`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tscore import mindspore_jit, widget
+from tscore import widget
 from tscore.errors import (
     InvalidNameError,
     PluginError,
@@ -20,7 +23,7 @@ from tscore.errors import (
 )
 from tscore.hookspecs import hookimpl
 from tscore.plugins import register_plugin, unregister_plugin
-from tscore.saving import reset_save_id, save, save_grad
+from tscore.saving import reset_save_id
 from tscore.seeding import seed_all
 from tscore.tensor_meta import TensorMeta
 from tscore.tensors import from_numpy, is_tensor, tensor_meta, to_numpy
@@ -52,15 +55,29 @@ __all__ = [
 
 if TYPE_CHECKING:
     from tscore import migrator
+    from tscore.saving import save, save_grad
+
+_PREPARED_FUNCTIONS = ("save", "save_grad")
 
 
 def __getattr__(name: str) -> object:
-    """Import ``tscore.migrator`` (the compare engine, with tqdm and its workers) on first use only."""
+    """Resolve the names that need more than the import.
+
+    ``migrator`` imports the compare engine (tqdm, its workers) on first use.
+    ``save`` and ``save_grad`` load the plugins first, so every framework has
+    been prepared for them (``ts_prepare_runtime``) before a compiler meets
+    them in a user's network.
+    """
     if name == "migrator":
         import tscore.migrator
 
         return tscore.migrator
+    if name in _PREPARED_FUNCTIONS:
+        from tscore import saving
+        from tscore.plugins import get_plugin_manager
+
+        get_plugin_manager()
+        function = getattr(saving, name)
+        globals()[name] = function
+        return function
     raise AttributeError(f"module 'tscore' has no attribute {name!r}")
-
-
-mindspore_jit.declare_runtime_module()

@@ -1,28 +1,38 @@
 """Hook specifications: the contract between the tscore core and a backend.
 
 The core never imports a framework. Everything it needs from PyTorch,
-MindSpore or any other framework it asks for through the hooks below, which a
-backend plugin implements. A plugin is a module (or any object) with functions
-named like these hooks and marked with :data:`tscore.hookimpl`::
+MindSpore, PaddlePaddle or any other framework it asks for through the hooks
+below, which a backend plugin implements. A backend author imports one
+module, :mod:`tscore.plugin_api`, and derives from its
+:class:`~tscore.backend.Backend`, which says "is this object mine" once and
+turns plain methods into these hooks::
 
     # ts_jax/plugin.py
-    import sys
-    from tscore import hookimpl
+    import numpy as np
+    from tscore.plugin_api import Backend
 
-    @hookimpl
-    def ts_to_numpy(obj):
-        if "jax" not in sys.modules:          # never import the framework
-            return None                       # just to ask "is this mine?"
-        import jax
-        if not isinstance(obj, jax.Array):
-            return None                       # not ours: let another plugin answer
-        return np.asarray(obj)
+    class JaxBackend(Backend):
+        framework = "jax"
 
-and registers it under the entry point group ``tscore`` in its own
+        def tensor_types(self):
+            import jax                        # called only once jax is imported
+            return (jax.Array,)
+
+        def to_numpy(self, tensor, copy):
+            return np.array(tensor) if copy else np.asarray(tensor)
+
+    plugin = JaxBackend()
+
+registered under the entry point group ``tscore`` in its own
 ``pyproject.toml``::
 
     [project.entry-points.tscore]
-    jax = "ts_jax.plugin"
+    jax = "ts_jax.plugin:plugin"
+
+A plugin may also be a module of ``@hookimpl`` functions named like the hooks
+(``from tscore.plugin_api import hookimpl``). The README's "Writing a backend"
+section walks through a whole backend; ``tscore.testing.conformance`` is the
+test suite a backend runs to show it keeps this contract.
 
 Conventions that hold for every hook:
 
@@ -38,6 +48,10 @@ Conventions that hold for every hook:
   collecting hooks: the caller receives a list of all non-``None`` answers.
 * Arrays cross the boundary as :class:`numpy.ndarray`. bfloat16 and float8
   values travel as ``ml_dtypes`` arrays, never silently widened to float32.
+  Dtypes are named by the neutral names of :mod:`tscore.dtypes`
+  (``"bfloat16"``), which each plugin maps from its own spelling.
+* Neither side of a comparison is a framework: the core asks the plugin of
+  each network (``ts_model_info``) and never assumes which is which.
 * A plugin raises :class:`tscore.errors.TscoreError` (or a subclass) for an
   object that is its own but cannot be handled, with a message saying what to
   do.
@@ -53,7 +67,8 @@ import pluggy
 
 from tscore.checkpoint.contents import CheckpointContents
 from tscore.module_hooks import HookHandles, LayerInfo, ModuleRecorder
-from tscore.tensor_meta import FrameworkInfo, TensorMeta
+from tscore.runtime import Runtime
+from tscore.tensor_meta import FrameworkInfo, ModelInfo, TensorMeta
 
 PROJECT_NAME = "tscore"
 
@@ -123,8 +138,9 @@ def ts_tensor_meta(obj: object) -> TensorMeta | None:
     ``firstresult``: return ``None`` for objects that are not yours.
 
     :return: a :class:`~tscore.tensor_meta.TensorMeta` with the framework
-        name, the dtype as your framework prints it, the shape and the
-        device (``"cpu"``, ``"cuda:0"``, ``"Ascend:0"``).
+        name, the neutral dtype name (:func:`tscore.dtypes.neutral_dtype`),
+        the dtype as your framework prints it (``native_dtype``), the shape
+        and the device (``"cpu"``, ``"cuda:0"``, ``"Ascend:0"``).
     """
 
 
@@ -142,6 +158,19 @@ def ts_from_numpy(array: np.ndarray, framework: str, like: object | None) -> obj
     :param framework: the framework name the caller wants, or ``""``.
     :param like: an existing tensor whose device the new one should match, or
         ``None``.
+    """
+
+
+@hookspec(firstresult=True)
+def ts_model_info(model: object) -> ModelInfo | None:
+    """Say that ``model`` is a network of your framework, and where it runs.
+
+    ``firstresult``: return ``None`` when ``model`` is not yours. The core
+    labels each side of a comparison with the answer (``torch (cpu)``,
+    ``torch (npu:0)``) and picks the weight conventions of its framework.
+
+    :return: ``ModelInfo(framework="torch", device="cpu")``; the device of the
+        network's first parameter, ``"cpu"`` when it has none.
     """
 
 
@@ -298,32 +327,64 @@ def ts_layer_params(model: object) -> Sequence[tuple[str, str, Sequence[str]]] |
     """
 
 
-@hookspec
-def ts_weight_rules(kind: str, source: str, target: str) -> Mapping[str, Any] | None:
-    """Give the naming and value rules that turn one layer kind's parameters into another framework's.
+@hookspec(firstresult=True)
+def ts_weight_convention(kind: str, framework: str) -> Mapping[str, Any] | None:
+    """Say how ``framework`` stores the weights of one neutral layer kind, relative to the neutral form.
 
-    Collecting hook: the plugin of the ``target`` framework answers for the
-    kinds it knows; the caller merges the answers (later plugins win on a
-    clash). Parameters without a rule keep their name and value.
+    ``firstresult``: answer only when ``framework`` is yours; return ``None``
+    for other frameworks, and for kinds your framework stores in the neutral
+    form. The core converts weights between two frameworks through the
+    neutral form: the source's names and layouts back to it, then on to the
+    target's. Two networks of one framework load by name, with no rule.
+
+    The neutral form, per kind (names relative to the layer, layouts as
+    shapes):
+
+    * ``linear``: ``weight`` ``[out, in]``, ``bias`` ``[out]``;
+    * ``conv1d``/``2d``/``3d``: ``weight`` ``[out, in/groups, *kernel]``,
+      ``bias``; ``conv_transpose*``: ``weight`` ``[in, out/groups, *kernel]``;
+    * ``batchnorm*``, ``instancenorm*``: ``weight``, ``bias``,
+      ``running_mean``, ``running_var``, ``num_batches_tracked``;
+    * ``layernorm``, ``groupnorm``: ``weight``, ``bias``;
+    * ``embedding``: ``weight`` ``[num, dim]``; ``prelu``: ``weight``;
+    * ``rnn``, ``lstm``, ``gru``: ``weight_ih_l{k}``, ``weight_hh_l{k}``,
+      ``bias_ih_l{k}``, ``bias_hh_l{k}`` (``_reverse`` for the backward
+      direction), gates stacked ``[n_gates * hidden, in]``;
+    * ``multihead_attention``: ``in_proj_weight``, ``in_proj_bias``,
+      ``out_proj.weight``, ``out_proj.bias``.
+
+    (These are PyTorch's names, written down here so that no backend needs
+    torch to know them.)
 
     :param kind: a neutral layer kind from :func:`ts_layer_params`.
-    :param source: the framework the weights come from (``"torch"``).
-    :param target: the framework they go to (``"mindspore"``).
-    :return: ``None`` when you have no rule for ``kind``, otherwise a mapping
-        with ``"names"``: ``{source param name: target param name, or None
-        when the target layer has no such parameter}`` and ``"transforms"``:
-        ``{source param name: transform}`` where a transform is one of
-        :data:`tscore.checkpoint.transforms.TRANSFORMS` written as a string
-        (``"unsqueeze(2)"``), so that the weight map stays JSON. Example, the
-        MindSpore plugin for torch's BatchNorm2d::
+    :param framework: the framework whose convention is asked for.
+    :return: ``{"names": {neutral name: your name, or None when your layer
+        has no such entry}, "transforms": {neutral name: the transform that
+        turns the neutral layout into yours}}``. A transform is a string of
+        :mod:`tscore.checkpoint.transforms` (``"unsqueeze(2)"``,
+        ``"transpose(1, 0)"``, or one a plugin adds through
+        :func:`ts_value_transforms`); it must have an inverse. MindSpore's
+        answer for ``batchnorm2d``::
 
             {"names": {"weight": "gamma", "bias": "beta", "running_mean": "moving_mean",
                        "running_var": "moving_variance", "num_batches_tracked": None}}
     """
 
 
+@hookspec
+def ts_value_transforms() -> Mapping[str, Any] | None:
+    """Offer value transforms beyond tscore's own, for your weight conventions.
+
+    Collecting hook: each answer is ``{name: ValueTransform}``
+    (:class:`tscore.checkpoint.transforms.ValueTransform`: a function of the
+    array and the integer arguments, and a function giving the inverse's
+    spelling). A weight map then writes ``"name(1, 2)"``. tscore's own:
+    ``unsqueeze(axis)``, ``squeeze(axis)``, ``transpose(*axes)``.
+    """
+
+
 # ---------------------------------------------------------------------------
-# Dump hooks and the run environment
+# The run environment and the layers of a network
 # ---------------------------------------------------------------------------
 
 
@@ -338,17 +399,21 @@ def ts_seed_all(seed: int, deterministic: bool) -> str | None:
     """
 
 
-@hookspec(firstresult=True)
-def ts_current_rank() -> int | None:
-    """Return this process's rank in distributed training, or ``None`` if you cannot tell."""
+@hookspec(historic=True)
+def ts_prepare_runtime(runtime: Runtime) -> None:
+    """Prepare your framework for tscore's own functions, once, when your plugin is registered.
 
-
-@hookspec
-def ts_install_api_hooks(recorder: object) -> object | None:
-    """Start recording every API call of your framework into ``recorder``.
-
-    Collecting hook: each backend whose framework is imported answers with a
-    handle whose ``remove()`` undoes everything it installed.
+    Historic hook: every plugin receives the call when it is registered, also
+    one registered after the first call. Use it to tell a compiler of your
+    framework how to treat tscore code that a user's network calls:
+    ``runtime.package`` names the package whose functions must run in Python
+    at run time on real values (``ts.save`` inside compiled code), and
+    ``runtime.traced`` the functions it must translate instead
+    (``ts.save_grad``, which inserts a gradient hook into the graph).
+    tscore loads the plugins before user code can reach ``ts.save``, so the
+    compiler knows before it meets them. The MindSpore plugin adds the
+    package to ``MS_JIT_IGNORE_MODULES``. Change nothing that a program which
+    never calls tscore would notice.
     """
 
 

@@ -19,8 +19,10 @@ from typing import Any
 import pluggy
 
 from tscore import hookspecs, numpy_plugin
+from tscore.backend import Backend
 from tscore.checkpoint import formats_plugin
 from tscore.errors import PluginError
+from tscore.runtime import current_runtime
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +52,13 @@ class TscorePluginManager(pluggy.PluginManager):
         super().__init__(hookspecs.PROJECT_NAME)
         self.add_hookspecs(hookspecs)
         self.records: dict[str, PluginRecord] = {}
+
+    def parse_hookimpl_opts(self, plugin: object, name: str) -> Any:
+        """Register a :class:`Backend`'s hook only when the subclass overrides the methods it needs."""
+        opts = super().parse_hookimpl_opts(plugin, name)
+        if opts is not None and isinstance(plugin, Backend) and not plugin.implements(name):
+            return None
+        return opts
 
     def register_plugin(self, plugin: object, name: str | None = None, **origin: Any) -> str:
         """Register ``plugin``, check its hooks against the specs and record it.
@@ -96,6 +105,8 @@ def selected_plugin_names(environ: dict[str, str] | None = None) -> set[str] | N
 def create_plugin_manager(*, load_entry_points: bool = True) -> TscorePluginManager:
     """Build a manager with the built-in numpy plugin and, if asked, the installed plugins."""
     pm = TscorePluginManager()
+    # Historic: every plugin registered from here on is prepared when it registers.
+    pm.hook.ts_prepare_runtime.call_historic(kwargs={"runtime": current_runtime()})
     pm.register_plugin(numpy_plugin, BUILTIN_NUMPY, distribution="tscore (built in)")
     pm.register_plugin(formats_plugin, BUILTIN_FORMATS, distribution="tscore (built in)")
     if load_entry_points:

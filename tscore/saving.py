@@ -5,13 +5,14 @@ and any framework whose plugin is loaded. Names follow
 :mod:`tscore.naming`; every call takes the next id from one counter per
 process, shared by ``save`` and ``save_grad`` and safe across threads.
 
-MindSpore graph mode: ``tscore`` declares itself to MindSpore as a module to
-run, not compile (see :mod:`tscore.mindspore_jit`), so ``save`` called inside
-``construct`` or an ``@ms.jit`` function runs at run time on the real values.
-``save_grad`` is the one function MindSpore compiles: it asks for a gradient
-hook while the graph is built and inserts it, and the hook writes the file
-each time backward runs. Under compilation the id of a gradient file is taken
-when backward reaches it, not when forward passes.
+Compiled code (MindSpore graph mode): the plugins are told, when they are
+registered, that tscore's functions run at run time and that ``save_grad``
+is to be translated (:mod:`tscore.runtime`), so ``save`` called inside
+``construct`` or an ``@ms.jit`` function runs on the real values, and
+``save_grad`` asks for a gradient hook while the graph is built and inserts
+it; the hook writes the file each time backward runs. Under compilation the
+id of a gradient file is taken when backward reaches it, not when forward
+passes.
 """
 
 from __future__ import annotations
@@ -202,9 +203,3 @@ def save_grad(file: str | os.PathLike[str] | None, data: Any, suffix: str = "bac
         next operation, or nothing is saved.
     """
     return grad_saver(file, suffix)(data)
-
-
-# MindSpore compiles functions marked like this even from modules it runs
-# rather than compiles; save_grad must be compiled so that its hook becomes
-# part of the backward graph. The attribute means nothing to anything else.
-save_grad.__jit_function__ = True  # type: ignore[attr-defined]

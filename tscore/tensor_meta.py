@@ -2,7 +2,9 @@
 
 Tensors cross the hook boundary as numpy arrays plus a :class:`TensorMeta`
 that remembers what the array was before conversion: its framework, its dtype
-as the framework spells it, its shape and its device.
+(neutral name and the framework's own spelling), its shape and its device.
+Networks are described by a :class:`ModelInfo`, which gives each side of a
+comparison its label (``torch (cpu)``).
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from pydantic import BaseModel, ConfigDict
 class TensorMeta(BaseModel):
     """What a tensor was in its own framework.
 
-    ``dtype`` keeps the framework's own spelling (``"torch.bfloat16"``,
-    ``"BFloat16"``), so a report can show it even where the numpy array that
-    carries the values has another dtype.
+    ``dtype`` is the neutral name (:mod:`tscore.dtypes`: ``"bfloat16"``),
+    the same for every framework, so two runs compare by it even where the
+    numpy array that carries the values has another dtype; ``native_dtype``
+    keeps the framework's own spelling (``"torch.bfloat16"``, ``"BFloat16"``)
+    for people.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -27,6 +31,20 @@ class TensorMeta(BaseModel):
     dtype: str
     shape: tuple[int, ...]
     device: str = "cpu"
+    native_dtype: str = ""
+
+
+class ModelInfo(BaseModel):
+    """A plugin's answer to ``ts_model_info``: which framework a network belongs to and where it runs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    framework: str
+    device: str = "cpu"
+
+    def label(self) -> str:
+        """``torch (cpu)``, ``mindspore (Ascend:0)``: how reports name a side."""
+        return f"{self.framework} ({self.device})" if self.device else self.framework
 
 
 class FrameworkInfo(BaseModel):

@@ -145,8 +145,7 @@ def test_layers_pair_through_the_map_by_path_and_by_order() -> None:
         {},
     )
     pairs = {
-        p.torch.path: (p.mindspore.path, p.paired_by)
-        for p in pair_layers(torch_layers, ms_layers, weight_map)
+        p.orig.path: (p.target.path, p.paired_by) for p in pair_layers(torch_layers, ms_layers, weight_map)
     }
     assert pairs[""] == ("", "root")
     assert pairs["bn3d"] == ("bn3d", "weights")  # the cell at the torch path, not its inner bn2d
@@ -160,10 +159,10 @@ def test_layers_pair_through_the_map_by_path_and_by_order() -> None:
 
 def test_the_divergence_line_reads_as_the_issue_writes_it() -> None:
     first = Divergence(
-        torch_path="features.3",
-        mindspore_path="features.3",
-        torch_type="MaxPool2d",
-        mindspore_type="MaxPool2d",
+        orig_path="features.3",
+        target_path="features.3",
+        orig_type="MaxPool2d",
+        target_type="MaxPool2d",
         own_error=2.0,
         inherited_error=0.0,
     )

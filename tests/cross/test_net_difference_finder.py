@@ -54,10 +54,10 @@ def test_the_correct_encoder_twin_agrees_layer_by_layer() -> None:
     assert report.passed, report.render()
     assert {row.orig_name for row in report.outputs} == {"step_0_logits", "step_0_state"}
     assert report.first_divergence is None
-    by_path = {row.torch_path: row for row in report.layers}
+    by_path = {row.orig_path: row for row in report.layers}
     for path in ("embed", "attn", "norm", "drop", "lstm", "head", ""):
         assert by_path[path].status is LayerStatus.OK, by_path[path]
-    assert by_path["head"].mindspore_type == "Dense" and by_path["head"].paired_by == "weights"
+    assert by_path["head"].target_type == "Dense" and by_path["head"].paired_by == "weights"
 
 
 @pytest.mark.parametrize("mistake", ["pool_padding", "conv_padding", "missing_bias"])
@@ -66,12 +66,12 @@ def test_a_cnn_mistake_is_named_at_its_layer(mistake: str) -> None:
     assert not report.passed
     first = report.first_divergence
     assert first is not None, report.render()
-    assert first.torch_path == first.mindspore_path == MISTAKE_LAYERS[mistake]
+    assert first.orig_path == first.target_path == MISTAKE_LAYERS[mistake]
     assert first.own_error is not None and first.own_error > 1e-2
     assert first.inherited_error is not None and first.inherited_error < 1e-5
     match = LINE.match(report.verdict())
     assert match and match.group(1) == MISTAKE_LAYERS[mistake]
-    statuses = {row.torch_path: row.status for row in report.layers}
+    statuses = {row.orig_path: row.status for row in report.layers}
     assert statuses[MISTAKE_LAYERS[mistake]] is LayerStatus.DIVERGES
     assert statuses["classifier"] is LayerStatus.INHERITS  # downstream: its own computation is right
     assert statuses["features.0"] is LayerStatus.OK
@@ -84,27 +84,27 @@ def test_a_missing_bias_is_also_an_unmapped_weight_and_a_setting() -> None:
     assert weights.comparison is not None
     one_sided = [row.orig_name for row in weights.comparison.shape_rows if row.target_name is None]
     assert one_sided == ["features.4.bias"]
-    assert "1 torch entries have no MindSpore parameter" in weights.verdict()
+    assert "1 torch (cpu) entries have no mindspore (CPU) counterpart" in weights.verdict()
     first = report.first_divergence
     assert first is not None
-    assert [(s.name, s.torch, s.mindspore) for s in first.settings] == [("bias", True, False)]
+    assert [(s.name, s.orig, s.target) for s in first.settings] == [("bias", True, False)]
 
 
 def test_batchnorm_momentum_is_named_although_inference_agrees() -> None:
     report = find(torch_net(0, TorchCNN), ms_cnn("bn_momentum"), CNN_INPUT)
     assert report.passed  # eval mode uses the moving statistics: momentum does not show
-    assert [row.torch_path for row in report.settings_differ] == [MISTAKE_LAYERS["bn_momentum"]]
+    assert [row.orig_path for row in report.settings_differ] == [MISTAKE_LAYERS["bn_momentum"]]
     setting = report.settings_differ[0].settings[0]
-    assert (setting.name, setting.torch, setting.mindspore) == ("momentum", 0.1, 0.9)
-    assert "momentum torch 0.1, MindSpore 0.9" in report.verdict()
+    assert (setting.name, setting.orig, setting.target) == ("momentum", 0.1, 0.9)
+    assert "momentum torch (cpu) 0.1, mindspore (CPU) 0.9" in report.verdict()
 
 
 def test_layernorm_epsilon_is_named_by_its_setting_and_by_its_values() -> None:
     loud = find(torch_net(0, TorchEncoder), ms_encoder("layernorm_eps"), ENCODER_INPUT)
-    assert loud.passed and [row.torch_path for row in loud.settings_differ] == ["norm"]
+    assert loud.passed and [row.orig_path for row in loud.settings_differ] == ["norm"]
     quiet = find(torch_net(0, TorchEncoder), ms_encoder("layernorm_eps"), QUIET_ENCODER_INPUT)
     assert not quiet.passed
-    assert quiet.first_divergence is not None and quiet.first_divergence.torch_path == "norm"
+    assert quiet.first_divergence is not None and quiet.first_divergence.orig_path == "norm"
     assert quiet.first_divergence.settings[0].name == "eps"
 
 
@@ -112,7 +112,7 @@ def test_a_dropout_left_on_is_named() -> None:
     report = find(torch_net(0, TorchEncoder), ms_encoder("dropout_on"), ENCODER_INPUT)
     first = report.first_divergence
     assert first is not None
-    assert (first.torch_path, first.torch_type, first.mindspore_type) == ("drop", "Dropout", "AlwaysDropout")
+    assert (first.orig_path, first.orig_type, first.target_type) == ("drop", "Dropout", "AlwaysDropout")
     assert first.inherited_error is not None and first.inherited_error < 1e-5
 
 
@@ -142,7 +142,7 @@ def test_a_mistake_between_layers_is_placed_between_them() -> None:
     torch.manual_seed(0)
     report = find(TorchResidual(), MsResidualWrongAdd(), (((4, 8), np.float32),))
     first = report.first_divergence
-    assert first is not None and first.torch_path == ""
+    assert first is not None and first.orig_path == ""
     assert first.where == "before fc2, after fc1"
     assert "in its own code, before fc2, after fc1" in report.verdict()
 
@@ -177,13 +177,17 @@ def test_a_wrong_input_names_the_framework_and_layer_and_the_other_cases_go_on()
     report = finder.compare(inputs=[(bad,), (good,)])
     failure = report.cases[0].failure
     assert failure is not None
-    assert (failure.network, failure.layer_path, failure.layer_type) == ("PyTorch", "features.0", "Conv2d")
+    assert (failure.network, failure.layer_path, failure.layer_type) == (
+        "torch (cpu)",
+        "features.0",
+        "Conv2d",
+    )
     assert failure.exception.startswith("RuntimeError")
     assert report.cases[1].failure is None
     assert [row.orig_name for row in report.outputs] == ["step_1_out"] and report.outputs[0].passed
     assert not report.passed
     assert report.verdict().startswith(
-        "1 case(s) failed to run; the first: PyTorch forward failed in layer 'features.0'"
+        "1 case(s) failed to run; the first: torch (cpu) forward failed in layer 'features.0'"
     )
 
 
@@ -199,7 +203,7 @@ def test_a_mindspore_layer_that_raises_is_named() -> None:
     failure = report.cases[0].failure
     assert failure is not None
     assert (failure.network, failure.layer_path, failure.layer_type) == (
-        "MindSpore",
+        "mindspore (CPU)",
         "classifier",
         "RaisingHead",
     )
@@ -252,8 +256,8 @@ def test_print_level_one_shows_the_three_stages(capsys: pytest.CaptureFixture[st
     )
     out = capsys.readouterr().out
     for title in (
-        "Start Converting PyTorch Weights to MindSpore",
-        "Start comparing PyTorch and MindSpore parameters",
+        "Start Converting torch (cpu) Weights to mindspore (CPU)",
+        "Start comparing torch (cpu) and mindspore (CPU) parameters",
         "Start Performing Network Inference",
         "The comparison results of Net",
         "The comparison results of layers",
@@ -285,7 +289,7 @@ def test_weights_from_files_are_loaded_without_conversion(tmp_path: Path) -> Non
     assert (
         report.weights is not None and report.weights.conversion is None and report.weights.comparison is None
     )
-    assert [load.network for load in report.weights.loads] == ["torch", "MindSpore"]
+    assert [load.network for load in report.weights.loads] == ["torch (cpu)", "mindspore (CPU)"]
     assert report.weights.loads[0].missing == [] and report.weights.loads[1].missing == []
 
 
@@ -304,7 +308,7 @@ def test_auto_conv_ckpt_2_keeps_torch_names_for_a_mint_twin() -> None:
     assert report.passed
     assert report.weights is not None and report.weights.conversion is not None
     assert {row.status.value for row in report.weights.conversion.rows} == {"consistent"}
-    assert {row.torch_path: row.mindspore_type for row in report.layers}["0"] == "Linear"
+    assert {row.orig_path: row.target_type for row in report.layers}["0"] == "Linear"
 
 
 def test_bad_arguments_are_refused_clearly() -> None:

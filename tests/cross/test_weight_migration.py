@@ -185,7 +185,7 @@ def test_spec_compare_pth_and_ckpt_example(in_tmp: Path, capsys: pytest.CaptureF
     ms.save_checkpoint(ms_net, "ms_net.ckpt")
     diff = ts.migrator.compare_pth_and_ckpt("torch_net_map.json", "pt_net.pth", "ms_net.ckpt", print_level=2)
     out = capsys.readouterr().out
-    assert "Parameter name of torch" in out and "Parameter name of MindSpore" in out
+    assert "Parameter name of torch" in out and "Parameter name of mindspore" in out
     shape = {row.orig_name: row for row in diff.shape_rows}
     assert shape["fc1.weight"].shape_equal is False
     assert shape["bn1.weight"].target_name == "bn1.gamma" and shape["bn1.weight"].shape_equal is True

@@ -107,15 +107,16 @@ def test_spec_compare_ms_ckpt_example(in_tmp: Path, capsys: pytest.CaptureFixtur
     assert len(table_rows) == 1 and "fc1.weight" in table_rows[0] and "(10, 2)" in table_rows[0]
 
 
-def test_mindspore_rules_for_batchnorm3d_and_prelu() -> None:
-    rules = hook().ts_weight_rules(kind="batchnorm3d", source="torch", target="mindspore")
-    assert rules[0]["names"]["weight"] == "bn2d.gamma"
-    assert rules[0]["names"]["num_batches_tracked"] is None
+def test_mindspore_convention_for_batchnorm3d_and_prelu() -> None:
+    rules = hook().ts_weight_convention(kind="batchnorm3d", framework="mindspore")
+    assert rules["names"]["weight"] == "bn2d.gamma"
+    assert rules["names"]["num_batches_tracked"] is None
     cell = nn.BatchNorm3d(4)
     assert {n for n, _ in cell.parameters_and_names()} == {
         f"bn2d.{v}" for v in ("gamma", "beta", "moving_mean", "moving_variance")
     }
-    prelu = hook().ts_weight_rules(kind="prelu", source="torch", target="mindspore")
-    assert prelu[0]["names"] == {"weight": "w"}
+    prelu = hook().ts_weight_convention(kind="prelu", framework="mindspore")
+    assert prelu["names"] == {"weight": "w"}
     assert [n for n, _ in nn.PReLU(4).parameters_and_names()] == ["w"]
-    assert hook().ts_weight_rules(kind="linear", source="torch", target="mindspore") == []
+    assert hook().ts_weight_convention(kind="linear", framework="mindspore") is None
+    assert hook().ts_weight_convention(kind="batchnorm2d", framework="torch") is None

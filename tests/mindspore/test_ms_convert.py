@@ -50,7 +50,7 @@ def test_parameter_zero_d_and_no_shared_memory():
 
 def test_tensor_meta():
     meta = ts.tensor_meta(ms.Tensor(np.ones((2, 3)), ms.bfloat16))
-    assert meta.framework == "mindspore" and meta.dtype == "BFloat16"
+    assert meta.framework == "mindspore" and meta.dtype == "bfloat16" and meta.native_dtype == "BFloat16"
     assert meta.shape == (2, 3) and meta.device.upper().startswith("CPU")
 
 

@@ -143,5 +143,7 @@ def test_get_weight_map_without_the_mindspore_plugin_says_what_to_install(
 def test_get_weight_map_bad_arguments() -> None:
     with pytest.raises(TypeError, match="pt_net"):
         ts.migrator.get_weight_map()
-    with pytest.raises(ts.UnsupportedObjectError, match="no plugin lists the layers"):
+    with pytest.raises(
+        ts.UnsupportedObjectError, match=r"pt_net is a builtins\.object, which no loaded tscore plugin claims"
+    ):
         ts.migrator.get_weight_map(pt_net=object())

@@ -76,7 +76,7 @@ def test_meta_device_is_refused_with_a_clear_error():
 
 def test_tensor_meta():
     meta = ts.tensor_meta(torch.ones(2, 3, dtype=torch.bfloat16))
-    assert meta.framework == "torch" and meta.dtype == "torch.bfloat16"
+    assert meta.framework == "torch" and meta.dtype == "bfloat16" and meta.native_dtype == "torch.bfloat16"
     assert meta.shape == (2, 3) and meta.device == "cpu"
 
 

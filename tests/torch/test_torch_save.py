@@ -76,7 +76,8 @@ def test_bfloat16_tensor_saved_readable_with_source_dtype(tmp_path):
     ts.save(tmp_path / "b", t)
     assert np.load(tmp_path / "0_b.npy").dtype == np.float32
     meta = npy_files.read_meta(str(tmp_path))["0_b.npy"]
-    assert meta["dtype"] == "torch.bfloat16" and meta["framework"] == "torch"
+    assert meta["dtype"] == "bfloat16" and meta["native_dtype"] == "torch.bfloat16"
+    assert meta["framework"] == "torch"
     assert ts.to_numpy(t).dtype == np.dtype(ml_dtypes.bfloat16)
 
 

@@ -1,7 +1,7 @@
 """Comparing two checkpoints: which parameters both have, whether their shapes agree, and their values.
 
-Parameters pair by name (after the weight map, for a torch file against a
-MindSpore one). The values go through the compare engine's metrics, one pair
+Parameters pair by name (after the weight map, for checkpoints of two
+frameworks). The values go through the compare engine's metrics, one pair
 at a time, so memory stays at one chunk whatever the checkpoint size.
 """
 
@@ -243,21 +243,37 @@ def through_map(
 
 
 def diff_through_map(
-    torch_side: CheckpointContents,
-    ms_side: CheckpointContents,
+    orig_side: CheckpointContents,
+    target_side: CheckpointContents,
     weight_map: WeightMap,
     *,
     strict: bool = True,
+    labels: tuple[str, str] | None = None,
+    ignore_target: tuple[str, ...] | list[str] = (),
     **options: Any,
 ) -> CheckpointDiff:
-    """Compare a torch state with a MindSpore one: rename the torch side through the map, show its names.
+    """Compare two states of any two frameworks: rename the orig side through the map, show its names.
 
+    :param labels: what the tables call each side; the map's frameworks by default.
+    :param ignore_target: target entries the orig side has no counterpart for (the map's
+        ``target_only``); they are listed as skipped instead of as one-sided rows.
     :param options: ``compare_value``, ``rtol``, ``atol``, ``equal_nan``, ``progress``, as
         :func:`diff_checkpoints` takes them.
     """
-    converted, names, dropped = through_map(torch_side, weight_map, strict=strict)
+    converted, names, dropped = through_map(orig_side, weight_map, strict=strict)
+    if ignore_target:
+        ignored = set(ignore_target)
+        target_side = replace(
+            target_side,
+            params={n: a for n, a in target_side.params.items() if n not in ignored},
+            skipped={
+                **target_side.skipped,
+                **{n: f"no {weight_map.source} counterpart; keeps its own value" for n in ignore_target},
+            },
+        )
+    shown = labels or (weight_map.source, weight_map.target)
     return diff_checkpoints(
-        converted, ms_side, orig_names=names, labels=("torch", "MindSpore"), dropped=dropped, **options
+        converted, target_side, orig_names=names, labels=shown, dropped=dropped, **options
     )
 
 

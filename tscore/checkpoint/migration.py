@@ -34,6 +34,8 @@ from tscore.tensors import to_numpy
 log = logging.getLogger(__name__)
 
 PathLike = str | os.PathLike[str]
+# What TroubleShooter's get_weight_map(pt_net) maps to when no target is named.
+TROUBLESHOOTER_TARGET = "mindspore"
 
 
 def get_weight_map(
@@ -44,27 +46,43 @@ def get_weight_map(
     print_map: bool = False,
     *,
     pt_model: object = None,
+    ms_net: object = None,
+    target: str | None = None,
 ) -> WeightMap:
-    """Map every state-dict entry of a torch network to its MindSpore name and layout.
+    """Map every state-dict entry of a network to its name and layout in another framework.
 
-    :param pt_net: the torch network (``pt_model=`` is accepted too, as spec 003 writes it).
+    TroubleShooter's call, ``get_weight_map(pt_net=torch_net)``, maps a torch
+    network to MindSpore's names. Any installed backend works on either side:
+    the source is ``pt_net``'s framework, the target ``ms_net``'s (or
+    ``target=``, a framework name); two networks of one framework map every
+    name to itself.
+
+    :param pt_net: the source network (``pt_model=`` is accepted too, as spec 003 writes it).
     :param weight_map_save_path: write the map there as JSON (its folder must exist).
-    :param weight_name_prefix: put ``prefix.`` in front of every MindSpore name.
-    :param custom_name_func: receives ``{torch name: MindSpore name}`` and returns the dict to use.
+    :param weight_name_prefix: put ``prefix.`` in front of every target name.
+    :param custom_name_func: receives ``{source name: target name}`` and returns the dict to use.
     :param print_map: print the map as a table.
+    :param ms_net: the target network, whose framework the map is for.
+    :param target: the target framework's name (``"mindspore"`` when neither this nor ``ms_net``
+        is given, as in TroubleShooter).
     :return: the map; ``name_map, value_map = get_weight_map(...)`` works as in TroubleShooter.
-    :raises TypeError: when no network is given, or it is not a torch module.
+    :raises TypeError: when no network is given.
+    :raises UnsupportedObjectError: when no installed plugin claims a network.
     """
     net = pt_net if pt_net is not None else pt_model
     if net is None:
-        raise TypeError("get_weight_map: pass the torch network as pt_net= (or pt_model=)")
+        raise TypeError("get_weight_map: pass the source network as pt_net= (or pt_model=)")
     if weight_name_prefix is not None and not isinstance(weight_name_prefix, str):
         raise TypeError(
             f"get_weight_map: weight_name_prefix must be a str, not {type(weight_name_prefix).__name__}"
         )
     if custom_name_func is not None and not callable(custom_name_func):
         raise TypeError("get_weight_map: custom_name_func must be a function")
-    weight_map = customise(build_weight_map(net), weight_name_prefix, custom_name_func)
+    if target is None and ms_net is None:
+        target = TROUBLESHOOTER_TARGET
+    argument = "pt_net" if pt_net is not None else "pt_model"
+    built = build_weight_map(net, target=target, target_model=ms_net, arguments=(argument, "ms_net"))
+    weight_map = customise(built, weight_name_prefix, custom_name_func)
     if weight_map_save_path is not None:
         save_weight_map(weight_map, weight_map_save_path)
     if print_map:

@@ -2,15 +2,21 @@
 
 A transform changes a parameter's layout on its way between frameworks:
 torch's Conv1d weight ``(out, in, k)`` is MindSpore's ``(out, in, 1, k)``,
-``"unsqueeze(2)"``. Each transform has an inverse, used to convert back.
-Transforms return views where numpy can (reshapes), so converting does not
-copy the data.
+``"unsqueeze(2)"``; torch's Linear weight ``(out, in)`` is PaddlePaddle's
+``(in, out)``, ``"transpose(1, 0)"``. Several apply in turn when joined by
+``;`` (``"squeeze(2); transpose(1, 0)"``). Each has an inverse, used to
+convert back. Transforms return views where numpy can (reshapes,
+transposes), so converting does not copy the data until it is written.
+
+tscore's own are ``unsqueeze(axis)``, ``squeeze(axis)`` and
+``transpose(*axes)``; a plugin adds more through ``ts_value_transforms``.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -21,20 +27,53 @@ class TransformError(TscoreError, ValueError):
     """A transform string that is not known, or that does not fit the array."""
 
 
-def _unsqueeze(array: np.ndarray, axis: int) -> np.ndarray:
-    return np.expand_dims(array, axis)
+@dataclass(frozen=True)
+class ValueTransform:
+    """One named transform: how it changes an array, and how its inverse is written.
+
+    :ivar apply: ``apply(array, args)`` with the integer arguments of the spelling.
+    :ivar inverse: ``inverse(args)`` returns the spelling of the transform that
+        undoes it (``"squeeze(2)"`` for ``unsqueeze`` with ``(2,)``).
+    """
+
+    apply: Callable[[np.ndarray, tuple[int, ...]], np.ndarray]
+    inverse: Callable[[tuple[int, ...]], str]
 
 
-def _squeeze(array: np.ndarray, axis: int) -> np.ndarray:
+def _one_axis(name: str, args: tuple[int, ...]) -> int:
+    if len(args) != 1:
+        raise TransformError(f"{name} takes one axis, not {len(args)} arguments")
+    return args[0]
+
+
+def _unsqueeze(array: np.ndarray, args: tuple[int, ...]) -> np.ndarray:
+    return np.expand_dims(array, _one_axis("unsqueeze", args))
+
+
+def _squeeze(array: np.ndarray, args: tuple[int, ...]) -> np.ndarray:
+    axis = _one_axis("squeeze", args)
     if array.ndim <= axis or array.shape[axis] != 1:
         raise TransformError(f"squeeze({axis}) needs a size-1 axis {axis}, the array has shape {array.shape}")
     return np.squeeze(array, axis)
 
 
-# name -> (function(array, int argument), inverse name)
-TRANSFORMS: dict[str, tuple[Callable[[np.ndarray, int], np.ndarray], str]] = {
-    "unsqueeze": (_unsqueeze, "squeeze"),
-    "squeeze": (_squeeze, "unsqueeze"),
+def _transpose(array: np.ndarray, args: tuple[int, ...]) -> np.ndarray:
+    if sorted(args) != list(range(array.ndim)):
+        raise TransformError(
+            f"transpose{args} needs a permutation of the {array.ndim} axes of an array of shape {array.shape}"
+        )
+    return np.transpose(array, args)
+
+
+def _transpose_inverse(args: tuple[int, ...]) -> str:
+    undo = np.argsort(args).tolist()
+    return f"transpose({', '.join(str(a) for a in undo)})"
+
+
+BUILTIN: dict[str, ValueTransform] = {
+    "unsqueeze": ValueTransform(_unsqueeze, lambda args: f"squeeze({args[0]})"),
+    "squeeze": ValueTransform(_squeeze, lambda args: f"unsqueeze({args[0]})"),
+    "transpose": ValueTransform(_transpose, _transpose_inverse),
 }
 
 # TroubleShooter writes its value map as dotted names of its own functions.
@@ -42,41 +81,88 @@ TROUBLESHOOTER_TRANSFORMS = {
     "troubleshooter.migrator.mapping_relation.weight_adapter.trans_conv1d_weight_value": "unsqueeze(2)",
 }
 
-_SPEC = re.compile(r"^\s*([a-z_]+)\s*\(\s*(-?\d+)\s*\)\s*$")
+_SPEC = re.compile(r"^\s*([a-z_][a-z0-9_]*)\s*\(\s*(-?\d+(?:\s*,\s*-?\d+)*)?\s*\)\s*$")
 
 
-def parse(spec: str) -> tuple[str, int]:
-    """Split ``"unsqueeze(2)"`` into ``("unsqueeze", 2)``; TroubleShooter's names are accepted too.
+def known() -> dict[str, ValueTransform]:
+    """Return tscore's transforms and those the loaded plugins add (``ts_value_transforms``)."""
+    from tscore.plugins import hook
 
-    :raises TransformError: for a transform tscore does not know, listing the known ones.
+    found = dict(BUILTIN)
+    for answer in hook().ts_value_transforms():
+        for name, transform in (answer or {}).items():
+            if not isinstance(transform, ValueTransform):
+                raise TransformError(f"a plugin offers transform {name!r} that is not a ValueTransform")
+            found.setdefault(name, transform)
+    return found
+
+
+def _steps(spec: str) -> list[str]:
+    spec = TROUBLESHOOTER_TRANSFORMS.get(spec.strip(), spec)
+    steps = [part for part in spec.split(";") if part.strip()]
+    if not steps:
+        raise TransformError("an empty value transform; leave the entry out of value_map instead")
+    return steps
+
+
+def parse(step: str) -> tuple[str, tuple[int, ...]]:
+    """Split one step, ``"transpose(1, 0)"``, into ``("transpose", (1, 0))``.
+
+    :raises TransformError: for a transform no one offers, listing the known ones.
     """
-    spec = TROUBLESHOOTER_TRANSFORMS.get(spec, spec)
-    match = _SPEC.match(spec)
-    if match is None or match.group(1) not in TRANSFORMS:
-        known = ", ".join(f"{name}(axis)" for name in TRANSFORMS)
-        raise TransformError(f"unknown value transform {spec!r}; a weight map may use: {known}")
-    return match.group(1), int(match.group(2))
+    step = TROUBLESHOOTER_TRANSFORMS.get(step.strip(), step)
+    match = _SPEC.match(step)
+    table = known()
+    if match is None or match.group(1) not in table:
+        names = ", ".join(f"{name}(...)" for name in table)
+        raise TransformError(f"unknown value transform {step!r}; a weight map may use: {names}")
+    args = tuple(int(a) for a in match.group(2).split(",")) if match.group(2) else ()
+    return match.group(1), args
+
+
+def _spell(name: str, args: tuple[int, ...]) -> str:
+    return f"{name}({', '.join(str(a) for a in args)})"
 
 
 def normalise(spec: str) -> str:
-    """Return the canonical spelling of a transform (``"unsqueeze(2)"``)."""
-    name, argument = parse(spec)
-    return f"{name}({argument})"
+    """Return the canonical spelling of a transform: ``"unsqueeze(2)"``, ``"squeeze(2); transpose(1, 0)"``."""
+    return "; ".join(_spell(*parse(step)) for step in _steps(spec))
 
 
 def apply(spec: str, array: np.ndarray) -> np.ndarray:
-    """Apply the transform ``spec`` to ``array``.
+    """Apply the transform ``spec`` (its steps in turn) to ``array``.
 
-    :raises TransformError: when the transform is unknown or does not fit the array's shape.
+    :raises TransformError: when a step is unknown or does not fit the array's shape.
     """
-    name, argument = parse(spec)
-    try:
-        return TRANSFORMS[name][0](array, argument)
-    except np.exceptions.AxisError as exc:
-        raise TransformError(f"{spec} does not fit an array of shape {array.shape}: {exc}") from None
+    table = known()
+    for step in _steps(spec):
+        name, args = parse(step)
+        try:
+            array = table[name].apply(array, args)
+        except (np.exceptions.AxisError, IndexError) as exc:
+            raise TransformError(
+                f"{step.strip()} does not fit an array of shape {array.shape}: {exc}"
+            ) from None
+    return array
 
 
 def inverse(spec: str) -> str:
-    """Return the transform that undoes ``spec`` (``"squeeze(2)"`` for ``"unsqueeze(2)"``)."""
-    name, argument = parse(spec)
-    return f"{TRANSFORMS[name][1]}({argument})"
+    """Return the transform that undoes ``spec``: the steps' inverses in reverse order."""
+    table = known()
+    undone = []
+    for step in reversed(_steps(spec)):
+        name, args = parse(step)
+        undone.append(normalise(table[name].inverse(args)))
+    return "; ".join(undone)
+
+
+def compose(first: str | None, then: str | None) -> str | None:
+    """Join two transforms (either may be None); a step next to its own inverse cancels out."""
+    steps = [*(_steps(first) if first else []), *(_steps(then) if then else [])]
+    out: list[str] = []
+    for step in (normalise(s) for s in steps):
+        if out and inverse(out[-1]) == step:
+            out.pop()
+        else:
+            out.append(step)
+    return "; ".join(out) or None

@@ -1,9 +1,13 @@
 """Weight maps: which target parameter each source parameter becomes, and how its value changes.
 
-A map is built from a network (:func:`build_weight_map`): the source
-framework's plugin says which kind of layer owns each state-dict entry
-(``ts_layer_params``), the target framework's plugin gives the rules per kind
-(``ts_weight_rules``). Saved, it is JSON a person can read and edit::
+A map is built from a network (:func:`build_weight_map`) for a target
+framework, which may be any installed backend, the network's own included.
+The source network's plugin says which kind of layer owns each state-dict
+entry (``ts_layer_params``); each framework's plugin says how it stores a
+kind's weights relative to a neutral form (``ts_weight_convention``), and the
+map goes through that form: the source's names and layouts back to it, then
+on to the target's. Two networks of one framework map every name to itself.
+Saved, a map is JSON a person can read and edit::
 
     {
       "tscore_weight_map": 1,
@@ -11,12 +15,15 @@ framework's plugin says which kind of layer owns each state-dict entry
       "target": "mindspore",
       "name_map": {"bn1.weight": "bn1.gamma", "bn1.num_batches_tracked": null, ...},
       "value_map": {"conv.weight": "unsqueeze(2)"},
+      "target_only": [],
       "layers": {"bn1": "batchnorm1d", ...}
     }
 
 ``null`` in ``name_map`` means the target has no such parameter (the entry is
-dropped on conversion). A map written by TroubleShooter, ``[name_map,
-value_map]``, loads too.
+dropped on conversion); ``target_only`` lists target entries the source has
+no counterpart for (torch's ``num_batches_tracked`` coming from MindSpore),
+which keep the value the target network has. A map written by
+TroubleShooter, ``[name_map, value_map]``, loads too, as torch to MindSpore.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -32,6 +39,7 @@ from tabulate import tabulate
 
 from tscore.checkpoint import transforms
 from tscore.errors import TscoreError, UnsupportedObjectError
+from tscore.models import model_info
 from tscore.npy_files import writable_target, write_atomic
 from tscore.plugins import get_plugin_manager, hook
 
@@ -52,7 +60,11 @@ class WeightMap:
     It unpacks as TroubleShooter's pair, so ``name_map, value_map =
     get_weight_map(...)`` keeps working.
 
+    :ivar source: the framework the names on the left belong to.
+    :ivar target: the framework the names on the right belong to.
     :ivar layers: layer path -> neutral layer kind, for a person reading the map.
+    :ivar target_only: target names with no source counterpart; they keep the
+        target network's own value.
     """
 
     name_map: dict[str, str | None]
@@ -60,6 +72,19 @@ class WeightMap:
     source: str = "torch"
     target: str = "mindspore"
     layers: dict[str, str] = field(default_factory=dict)
+    target_only: tuple[str, ...] = ()
+
+    def check_frameworks(self, source: str, target: str, what: str) -> None:
+        """Refuse a map written for another pair of frameworks than the two sides at hand.
+
+        :raises WeightMapError: naming both pairs and how to get the right map.
+        """
+        if (self.source, self.target) != (source, target):
+            raise WeightMapError(
+                f"the weight map converts {self.source} names to {self.target} names, but {what} are "
+                f"{source} and {target}; build one for them with get_weight_map(pt_net=..., ms_net=...) "
+                "or pass weight_map=None"
+            )
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         """Yield ``name_map`` then ``value_map``, as TroubleShooter's tuple did."""
@@ -73,6 +98,7 @@ class WeightMap:
             "target": self.target,
             "name_map": self.name_map,
             "value_map": self.value_map,
+            "target_only": list(self.target_only),
             "layers": self.layers,
         }
         return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
@@ -87,10 +113,12 @@ class WeightMap:
     def inverse(self) -> WeightMap:
         """Return the map for the other direction: target name -> source name, transforms undone.
 
-        Dropped entries have no target name and are left out.
+        Entries dropped on the way there are target-only on the way back, and
+        target-only entries are dropped.
         """
-        name_map: dict[str, str | None] = {}
+        name_map: dict[str, str | None] = dict.fromkeys(self.target_only)
         value_map: dict[str, str] = {}
+        dropped = tuple(name for name, target_name in self.name_map.items() if target_name is None)
         for source_name, target_name in self.name_map.items():
             if target_name is None:
                 continue
@@ -102,7 +130,7 @@ class WeightMap:
             name_map[target_name] = source_name
             if source_name in self.value_map:
                 value_map[target_name] = transforms.inverse(self.value_map[source_name])
-        return WeightMap(name_map, value_map, self.target, self.source, self.layers)
+        return WeightMap(name_map, value_map, self.target, self.source, self.layers, dropped)
 
     def table(self) -> str:
         """Render the map as a table: source name, target name, value transform."""
@@ -115,55 +143,109 @@ class WeightMap:
         )
 
 
-def _merged_rules(kind: str, source: str, target: str, cache: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    if kind not in cache:
-        merged: dict[str, Any] = {"names": {}, "transforms": {}}
-        if kind:
-            for answer in reversed(hook().ts_weight_rules(kind=kind, source=source, target=target)):
-                merged["names"].update(answer.get("names", {}))
-                merged["transforms"].update(answer.get("transforms", {}))
-        cache[kind] = merged
-    return cache[kind]
+Convention = dict[str, dict[str, Any]]
 
 
-def _require_target_plugin(target: str) -> None:
-    pm = get_plugin_manager()
-    names = {info.name for info in pm.hook.ts_framework_info()}
-    if target not in names:
+def _convention(kind: str, framework: str, cache: dict[tuple[str, str], Convention]) -> Convention:
+    """Say how ``framework`` stores ``kind``: ``{"names": {neutral: own}, "transforms": {neutral: t}}``."""
+    key = (kind, framework)
+    if key not in cache:
+        answer = hook().ts_weight_convention(kind=kind, framework=framework) if kind else None
+        answer = answer or {}
+        cache[key] = {
+            "names": dict(answer.get("names", {})),
+            "transforms": dict(answer.get("transforms", {})),
+        }
+    return cache[key]
+
+
+def _require_plugin(framework: str) -> None:
+    names = {info.name for info in get_plugin_manager().hook.ts_framework_info()}
+    if framework not in names:
         raise TscoreError(
-            f"no plugin for {target} is loaded, and its plugin supplies the weight rules "
-            f"(BatchNorm weight -> gamma, ...): install ts_{target} (pip install tscore[{target}]) "
-            f"and {target}"
+            f"no plugin for {framework} is loaded, and its plugin says how {framework} stores weights "
+            f"(loaded: {', '.join(sorted(names))}); install ts_{framework} and {framework}, or pass a "
+            "target network"
         )
 
 
-def build_weight_map(model: object, *, source: str = "torch", target: str = "mindspore") -> WeightMap:
-    """Build the map for every state-dict entry of ``model`` from the plugins' layer rules.
+@dataclass
+class _LayerMapping:
+    """The source layer kind's entries, renamed and transformed for the target."""
 
-    :raises UnsupportedObjectError: when no plugin knows ``model``.
+    names: dict[str, str | None] = field(default_factory=dict)
+    transforms: dict[str, str] = field(default_factory=dict)
+    target_only: list[str] = field(default_factory=list)
+
+
+def _map_layer(kind: str, params: Sequence[str], source: Convention, target: Convention) -> _LayerMapping:
+    """Send one layer's entries from the source convention through the neutral form to the target's."""
+    out = _LayerMapping()
+    to_neutral = {own: neutral for neutral, own in source["names"].items() if own is not None}
+    for local in params:
+        neutral = to_neutral.get(local, local)
+        back = source["transforms"].get(neutral)
+        undo = transforms.inverse(back) if back else None
+        renamed = target["names"].get(neutral, neutral)
+        out.names[local] = renamed
+        combined = transforms.compose(undo, target["transforms"].get(neutral))
+        if renamed is not None and combined:
+            out.transforms[local] = combined
+    for neutral, own in source["names"].items():
+        if own is None and target["names"].get(neutral, neutral) is not None:
+            out.target_only.append(target["names"].get(neutral, neutral))
+    return out
+
+
+def build_weight_map(
+    model: object,
+    *,
+    target: str | None = None,
+    target_model: object = None,
+    arguments: tuple[str, str] = ("the source network", "the target network"),
+) -> WeightMap:
+    """Build the map for every state-dict entry of ``model`` to the ``target`` framework's names.
+
+    :param model: the source network, of any framework whose plugin is installed.
+    :param target: the target framework's name; taken from ``target_model`` when that is given.
+    :param target_model: the target network, to name its framework.
+    :param arguments: how the caller's arguments name the two networks, for errors.
+    :raises UnsupportedObjectError: when no plugin knows a network.
     """
+    source = model_info(model, arguments[0]).framework
+    if target_model is not None:
+        found = model_info(target_model, arguments[1]).framework
+        if target is not None and target != found:
+            raise ValueError(f"target={target!r}, but the target network is a {found} network")
+        target = found
+    if target is None:
+        raise TypeError("build_weight_map: name the target framework or pass the target network")
     layers = hook().ts_layer_params(model=model)
     if layers is None:
         raise UnsupportedObjectError(
-            f"no plugin lists the layers of a {type(model).__module__}.{type(model).__name__}; "
-            f"pass a {source} network (torch.nn.Module) and install its plugin"
+            f"the {source} plugin does not list the layers of a {type(model).__module__}."
+            f"{type(model).__name__}, so no weight map can be built for it"
         )
-    _require_target_plugin(target)
-    cache: dict[str, dict[str, Any]] = {}
+    if target != source:
+        _require_plugin(target)
+    cache: dict[tuple[str, str], Convention] = {}
     name_map: dict[str, str | None] = {}
     value_map: dict[str, str] = {}
+    target_only: list[str] = []
     kinds: dict[str, str] = {}
     for path, kind, params in layers:
-        rules = _merged_rules(kind, source, target, cache)
         if kind:
             kinds[path] = kind
         prefix = f"{path}." if path else ""
-        for local in params:
-            renamed = rules["names"].get(local, local)
+        if target == source:
+            name_map.update({prefix + local: prefix + local for local in params})
+            continue
+        mapped = _map_layer(kind, params, _convention(kind, source, cache), _convention(kind, target, cache))
+        for local, renamed in mapped.names.items():
             name_map[prefix + local] = None if renamed is None else prefix + renamed
-            if local in rules["transforms"]:
-                value_map[prefix + local] = transforms.normalise(rules["transforms"][local])
-    return WeightMap(name_map, value_map, source, target, kinds)
+        value_map.update({prefix + local: spec for local, spec in mapped.transforms.items()})
+        target_only.extend(prefix + name for name in mapped.target_only)
+    return WeightMap(name_map, value_map, source, target, kinds, tuple(target_only))
 
 
 def customise(
@@ -220,12 +302,16 @@ def load_weight_map(path: str | os.PathLike[str]) -> WeightMap:
     if isinstance(document, list) and len(document) == 2:  # TroubleShooter
         name_map, value_map = (_check_names(part, "each half", name) for part in document)
         source, target, layers = "torch", "mindspore", {}
+        target_only: list[str] = []
     elif isinstance(document, dict) and "name_map" in document:
         name_map = _check_names(document["name_map"], "'name_map'", name)
         value_map = _check_names(document.get("value_map") or {}, "'value_map'", name)
         source = str(document.get("source", "torch"))
         target = str(document.get("target", "mindspore"))
         layers = dict(document.get("layers") or {})
+        target_only = document.get("target_only") or []
+        if not isinstance(target_only, list) or not all(isinstance(n, str) for n in target_only):
+            raise WeightMapError(f"{name}: 'target_only' must be a list of names")
     else:
         raise WeightMapError(
             f"{name!r} is not a weight map: expected an object with 'name_map' (tscore) or a list "
@@ -238,7 +324,7 @@ def load_weight_map(path: str | os.PathLike[str]) -> WeightMap:
         value_map = {k: transforms.normalise(v) for k, v in value_map.items() if v}
     except transforms.TransformError as exc:
         raise WeightMapError(f"{name}: {exc}") from None
-    return WeightMap(dict(name_map), value_map, source, target, layers)
+    return WeightMap(dict(name_map), value_map, source, target, layers, tuple(target_only))
 
 
 def save_weight_map(weight_map: WeightMap, path: str | os.PathLike[str]) -> str:

@@ -25,6 +25,7 @@ from tscore.compare.kernels import kernel_name, logical_stats, resolve_kernel
 from tscore.compare.npy_layout import NpyLayout, NpyReadError
 from tscore.compare.pair_stats import PairStats
 from tscore.compare.report import CompareReport, PairResult, PairStatus, print_report
+from tscore.dtypes import neutral_dtype
 from tscore.npy_files import writable_target
 
 logger = logging.getLogger(__name__)
@@ -70,16 +71,13 @@ def _check_name_map(name_map_list: Iterable[Any]) -> name_maps.NameMap:
 # ---------------------------------------------------------------- dtypes
 
 
-def _neutral_dtype(name: str) -> str:
-    """One spelling for a dtype across frameworks: ``Float32``, ``torch.float32`` -> ``float32``."""
-    return name.lower().removeprefix("torch.").replace("_", "")
-
-
 def _source_dtype(layout: NpyLayout, meta: Mapping[str, Mapping[str, Any]]) -> str:
     """Return the dtype the tensor had before saving, when tscore_meta.jsonl recorded this very file."""
     record = meta.get(os.path.basename(layout.path))
-    if record and record.get("stored_dtype") == layout.dtype.name and isinstance(record.get("dtype"), str):
-        return str(record["dtype"])
+    if record and record.get("stored_dtype") == layout.dtype.name:
+        shown = record.get("native_dtype") or record.get("dtype")  # the framework's spelling, for people
+        if isinstance(shown, str):
+            return shown
     return layout.dtype.name
 
 
@@ -108,7 +106,7 @@ def judge(
         "target_dtype": target_dtype,
     }
     messages: list[str] = []
-    dtypes_differ = _neutral_dtype(orig_dtype) != _neutral_dtype(target_dtype)
+    dtypes_differ = neutral_dtype(orig_dtype) != neutral_dtype(target_dtype)
     if orig_shape != target_shape:
         status = PairStatus.SHAPE_MISMATCH
         if stats is None:

@@ -1,4 +1,4 @@
-"""``tscore diff TORCH_REF MS_REF --input SHAPE[:DTYPE]``: the difference finder on the command line.
+"""``tscore diff NET_A NET_B --input SHAPE[:DTYPE]``: the difference finder on the command line.
 
 A reference is ``package.module:Name`` or ``path/to/file.py:Name``; ``Name``
 may be a class or a function called with no arguments, or a network object.
@@ -81,8 +81,8 @@ def parse_input(text: str) -> tuple[tuple[int, ...], np.dtype, tuple[float, floa
 def _cmd_diff(args: argparse.Namespace) -> int:
     from tscore.netdiff.finder import NetDifferenceFinder
 
-    pt_net = load_reference(args.torch_ref)
-    ms_net = load_reference(args.ms_ref)
+    pt_net = load_reference(args.net_a)
+    ms_net = load_reference(args.net_b)
     specs = tuple(
         (shape, dtype) if bounds is None else (shape, dtype, bounds) for shape, dtype, bounds in args.input
     )
@@ -116,20 +116,20 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
 
 def add_diff(commands: Any, non_negative: Callable[[str], float], positive_int: Callable[[str], int]) -> None:
-    """Add ``tscore diff TORCH_REF MS_REF --input SHAPE[:DTYPE] ...``."""
+    """Add ``tscore diff NET_A NET_B --input SHAPE[:DTYPE] ...``."""
     parser = commands.add_parser(
         "diff",
-        help="run a torch network and its MindSpore twin on the same inputs; name the first differing layer",
-        description="Run ts.migrator.NetDifferenceFinder: convert the torch weights for the MindSpore "
-        "network, compare the weights, run both on random inputs, compare the outputs and, when they "
-        "differ, every layer. "
+        help="run two networks (any installed frameworks) on the same inputs; name the first differing layer",
+        description="Run ts.migrator.NetDifferenceFinder: give NET_B the weights of NET_A (converted "
+        "where their frameworks store them differently), compare the weights, run both on random inputs, "
+        "compare the outputs and, when they differ, every layer. "
         "Exit 0: outputs agree; 1: they differ; 2: bad input or a network failed.",
     )
     parser.add_argument(
-        "torch_ref", metavar="TORCH_REF", help="module:Name or file.py:Name of the torch network"
+        "net_a", metavar="NET_A", help="module:Name or file.py:Name of the first network (a torch one, say)"
     )
     parser.add_argument(
-        "ms_ref", metavar="MS_REF", help="module:Name or file.py:Name of the MindSpore network"
+        "net_b", metavar="NET_B", help="module:Name or file.py:Name of the second network (its port, say)"
     )
     parser.add_argument(
         "--input",
@@ -146,19 +146,17 @@ def add_diff(commands: Any, non_negative: Callable[[str], float], positive_int: 
     parser.add_argument(
         "--locate", action="store_true", help="compare every layer even when the outputs agree"
     )
-    parser.add_argument("--pt-params", metavar="FILE", help="torch checkpoint to load into the torch network")
+    parser.add_argument("--pt-params", metavar="FILE", help="checkpoint to load into NET_A")
     parser.add_argument(
-        "--ms-params", metavar="FILE", help="MindSpore checkpoint (then nothing is converted)"
+        "--ms-params", metavar="FILE", help="checkpoint for NET_B (then nothing is converted)"
     )
-    parser.add_argument(
-        "--map", metavar="MAP", help="weight map JSON instead of the one built from the torch net"
-    )
+    parser.add_argument("--map", metavar="MAP", help="weight map JSON instead of the one built from NET_A")
     parser.add_argument(
         "--auto-conv",
         type=int,
         choices=(0, 1, 2),
         default=1,
-        help="1: convert (default), 2: MSAdapter, 0: no",
+        help="1: through the weight map (default), 2: same names (MSAdapter), 0: keep each net's weights",
     )
     parser.add_argument("--no-compare-params", action="store_true", help="skip the weight comparison")
     parser.add_argument("--rtol", type=non_negative, default=1e-4, help="relative tolerance (default 1e-4)")

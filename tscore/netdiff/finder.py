@@ -1,8 +1,13 @@
-"""``NetDifferenceFinder``: run a torch network and its MindSpore twin side by side; say where they part.
+"""``NetDifferenceFinder``: run two networks side by side on the same inputs; say where they part.
 
-The three stages of TroubleShooter (weight conversion, weight comparison,
-inference comparison) and then, when the outputs disagree or when asked,
-the layer localisation of :mod:`tscore.netdiff.locate`.
+The two networks may belong to any installed backends, the same one
+included: a torch network and its MindSpore port, two torch networks (a run
+on two devices, before and after an upgrade), MindSpore and torch, torch and
+PaddlePaddle. The first is the *orig* side, the second the *target* side;
+each is labelled with its framework and device (``torch (cpu)``). The three
+stages of TroubleShooter (weight conversion, weight comparison, inference
+comparison) and then, when the outputs disagree or when asked, the layer
+localisation of :mod:`tscore.netdiff.locate`.
 """
 
 from __future__ import annotations
@@ -15,11 +20,12 @@ from typing import Any
 from tscore.checkpoint.weight_map import WeightMap, build_weight_map, load_weight_map
 from tscore.compare.engine import compare_arrays
 from tscore.compare.report import PairResult, PairStatus, print_report
+from tscore.models import model_info
 from tscore.netdiff.inputs import Case, describe, input_cases
 from tscore.netdiff.locate import locate, setting_diffs
 from tscore.netdiff.pairing import LayerPair, pair_layers
 from tscore.netdiff.recording import NetRunError, record_run, run_network
-from tscore.netdiff.report import CaseRun, LayerRow, LayerStatus, NetDiffReport
+from tscore.netdiff.report import CaseRun, Labels, LayerRow, LayerStatus, NetDiffReport
 from tscore.netdiff.weights import AUTO_CONV_MODES, identity_map, model_state, set_weights
 from tscore.plugins import hook
 from tscore.seeding import seed_all
@@ -28,7 +34,6 @@ from tscore.structures import pair_leaves
 log = logging.getLogger(__name__)
 
 PathLike = str | os.PathLike[str]
-TORCH, MINDSPORE = "PyTorch", "MindSpore"
 
 
 def _check_print_level(print_level: object) -> int:
@@ -40,22 +45,21 @@ def _check_print_level(print_level: object) -> int:
 
 
 def _output_rows(
-    case: int, torch_out: object, ms_out: object, rtol: float, atol: float, equal_nan: bool
+    case: int, orig_out: object, target_out: object, tol: tuple[float, float, bool], labels: Labels
 ) -> list[PairResult]:
     """Make one row per output leaf, paired by path (by order when the structures differ)."""
-    pairs, torch_only, ms_only = pair_leaves(torch_out, ms_out)
+    rtol, atol, equal_nan = tol
+    pairs, orig_only, target_only = pair_leaves(orig_out, target_out)
     rows = [
         compare_arrays(
             x, y, rtol, atol, equal_nan, orig_name=f"step_{case}_{a}", target_name=f"step_{case}_{b}"
         )
         for a, x, b, y in pairs
     ]
-    for name, array in torch_only:
-        rows.append(_one_sided(f"step_{case}_{name}", None, array.shape, "only the torch network returns it"))
-    for name, array in ms_only:
-        rows.append(
-            _one_sided(None, f"step_{case}_{name}", array.shape, "only the MindSpore network returns it")
-        )
+    for name, array in orig_only:
+        rows.append(_one_sided(f"step_{case}_{name}", None, array.shape, f"only {labels[0]} returns it"))
+    for name, array in target_only:
+        rows.append(_one_sided(None, f"step_{case}_{name}", array.shape, f"only {labels[1]} returns it"))
     if not rows:
         rows.append(
             _one_sided(f"step_{case}_out", f"step_{case}_out", None, "neither network returned a tensor")
@@ -84,10 +88,10 @@ def _settings_rows(pairs: list[LayerPair]) -> list[LayerRow]:
         if diffs:
             rows.append(
                 LayerRow(
-                    torch_path=pair.torch.path,
-                    mindspore_path=pair.mindspore.path,
-                    torch_type=pair.torch.type_name,
-                    mindspore_type=pair.mindspore.type_name,
+                    orig_path=pair.orig.path,
+                    target_path=pair.target.path,
+                    orig_type=pair.orig.type_name,
+                    target_type=pair.target.type_name,
                     paired_by=pair.paired_by,
                     status=LayerStatus.OK,
                     settings=diffs,
@@ -97,23 +101,28 @@ def _settings_rows(pairs: list[LayerPair]) -> list[LayerRow]:
 
 
 class NetDifferenceFinder:
-    """Compare a torch network with its MindSpore twin on the same inputs; find the first layer that differs.
+    """Compare two networks on the same inputs; find the first layer that differs.
 
     Same arguments as TroubleShooter's class, plus ``weight_map``, ``fix_seed`` and ``locate``.
+    TroubleShooter's names stay: ``pt_net`` is the first (orig) network and ``ms_net`` the
+    second (target), whatever their frameworks.
 
-    :param pt_net: the ``torch.nn.Module``.
-    :param ms_net: the ``mindspore.nn.Cell`` (or, with ``auto_conv_ckpt=2``, an MSAdapter network).
+    :param pt_net: the first network, of any framework whose plugin is installed
+        (TroubleShooter: the ``torch.nn.Module``).
+    :param ms_net: the second network (TroubleShooter: the ``mindspore.nn.Cell``; with
+        ``auto_conv_ckpt=2``, an MSAdapter network).
     :param print_level: 0 prints nothing, 1 every stage, 2 only the differences.
-    :param pt_params_path: a torch checkpoint to load into ``pt_net`` first.
-    :param ms_params_path: a MindSpore checkpoint to load into ``ms_net``; then nothing is
+    :param pt_params_path: a checkpoint to load into ``pt_net`` first.
+    :param ms_params_path: a checkpoint to load into ``ms_net``; then nothing is
         converted or compared.
-    :param auto_conv_ckpt: 1 (default) converts the torch weights and loads them into ``ms_net``;
-        2 does the same for an MSAdapter network, whose names are torch's (no renaming);
-        0 leaves the weights as they are.
-    :param compare_params: compare the torch weights with the MindSpore network's own after loading,
+    :param auto_conv_ckpt: 1 (default) converts ``pt_net``'s weights through the weight map
+        (renamed and reshaped only where the two frameworks store them differently) and
+        loads them into ``ms_net``; 2 does the same with every name kept (MSAdapter networks,
+        which keep torch's names); 0 leaves the weights as they are.
+    :param compare_params: compare ``pt_net``'s weights with ``ms_net``'s own after loading,
         which checks that the structures match.
     :param weight_map: a :class:`WeightMap` or the path of a map file, instead of the one
-        built from ``pt_net``.
+        built from ``pt_net`` for ``ms_net``'s framework.
     :param fix_seed: the seed set before every forward (``None``: do not seed).
     :param locate: compare every layer when the outputs differ (``None``, the default),
         always (``True``) or never (``False``).
@@ -136,16 +145,16 @@ class NetDifferenceFinder:
         """Check the arguments; nothing runs until :meth:`compare`."""
         if auto_conv_ckpt not in AUTO_CONV_MODES:
             raise ValueError(
-                "auto_conv_ckpt must be 0 (no conversion), 1 (torch to MindSpore) or 2 (torch to "
-                f"MSAdapter), "
-                f"not {auto_conv_ckpt!r}"
+                "auto_conv_ckpt must be 0 (no conversion), 1 (through the weight map) or 2 (same names, "
+                f"MSAdapter), not {auto_conv_ckpt!r}"
             )
-        for argument, net in (("pt_net", pt_net), ("ms_net", ms_net)):
+        self.orig_info = model_info(pt_net, "pt_net")
+        self.target_info = model_info(ms_net, "ms_net")
+        for argument, net, info in (("pt_net", pt_net, self.orig_info), ("ms_net", ms_net, self.target_info)):
             if hook().ts_named_layers(model=net) is None:
                 raise TypeError(
-                    f"{argument} is a {type(net).__module__}.{type(net).__name__}, which no loaded plugin "
-                    "knows; "
-                    "pass a torch.nn.Module and a mindspore.nn.Cell, and install ts_torch and ts_mindspore"
+                    f"{argument} is a {info.framework} network, but the {info.framework} plugin cannot "
+                    "list its layers, which the finder needs; update the plugin"
                 )
         self.pt_net = pt_net
         self.ms_net = ms_net
@@ -159,14 +168,33 @@ class NetDifferenceFinder:
         self._weight_map = (
             load_weight_map(weight_map) if isinstance(weight_map, (str, os.PathLike)) else weight_map
         )
+        if self._weight_map is not None:
+            self._weight_map.check_frameworks(
+                self.orig_info.framework, self.target_info.framework, "pt_net and ms_net"
+            )
+
+    @property
+    def labels(self) -> Labels:
+        """How reports name the two sides: ``("torch (cpu)", "mindspore (CPU)")``.
+
+        Two sides that would read the same (two torch networks on the CPU) are told apart as
+        ``pt_net torch (cpu)`` and ``ms_net torch (cpu)``.
+        """
+        orig, target = self.orig_info.label(), self.target_info.label()
+        if orig == target:
+            return f"pt_net {orig}", f"ms_net {target}"
+        return orig, target
 
     def weight_map(self) -> WeightMap:
         """Return the map that converts the weights and pairs the layers."""
         if self._weight_map is None:
             if self.auto_conv_ckpt == 2:
-                self._weight_map = identity_map(model_state(self.pt_net, "pt_net"))
+                state = model_state(self.pt_net, "pt_net")
+                self._weight_map = identity_map(state, self.orig_info.framework, self.target_info.framework)
             else:
-                self._weight_map = build_weight_map(self.pt_net)
+                self._weight_map = build_weight_map(
+                    self.pt_net, target_model=self.ms_net, arguments=("pt_net", "ms_net")
+                )
         return self._weight_map
 
     def _seed(self) -> None:
@@ -174,9 +202,9 @@ class NetDifferenceFinder:
             seed_all(self.fix_seed)
 
     def _pairs(self) -> tuple[list[LayerPair], list[Any]]:
-        torch_layers = list(hook().ts_named_layers(model=self.pt_net))
-        ms_layers = list(hook().ts_named_layers(model=self.ms_net))
-        return pair_layers(torch_layers, ms_layers, self.weight_map()), ms_layers
+        orig_layers = list(hook().ts_named_layers(model=self.pt_net))
+        target_layers = list(hook().ts_named_layers(model=self.ms_net))
+        return pair_layers(orig_layers, target_layers, self.weight_map()), target_layers
 
     def compare(
         self,
@@ -190,7 +218,7 @@ class NetDifferenceFinder:
     ) -> NetDiffReport:
         """Set the weights, run both networks on every case, compare the outputs, and locate a difference.
 
-        :param inputs: a tuple of inputs (torch or MindSpore tensors, numpy arrays, ``.npy`` paths),
+        :param inputs: a tuple of inputs (tensors of any framework, numpy arrays, ``.npy`` paths),
             or a list of such tuples for several cases.
         :param auto_inputs: ``((shape, dtype), ...)`` or ``{"input": ((shape, dtype), ...), "num": N}``:
             random inputs (floats standard normal, integers in ``[0, 10)``; a third element ``(low, high)``
@@ -204,7 +232,10 @@ class NetDifferenceFinder:
         if not (rtol >= 0 and atol >= 0):
             raise ValueError(f"rtol and atol must be >= 0, got rtol={rtol}, atol={atol}")
         cases = input_cases(inputs, auto_inputs, self.fix_seed or 0)
-        report = NetDiffReport(rtol=rtol, atol=atol, equal_nan=equal_nan)
+        labels = self.labels
+        report = NetDiffReport(
+            rtol=rtol, atol=atol, equal_nan=equal_nan, orig_label=labels[0], target_label=labels[1]
+        )
         mapping = self.weight_map() if (self.auto_conv_ckpt or self.compare_params) else None
         report.weights = set_weights(
             self.pt_net,
@@ -214,6 +245,7 @@ class NetDifferenceFinder:
             ms_params_path=self.ms_params_path,
             auto_conv_ckpt=self.auto_conv_ckpt,
             compare_params=self.compare_params,
+            labels=labels,
             tolerances=(rtol, atol, equal_nan),
         )
         first_failing: int | None = None
@@ -222,13 +254,13 @@ class NetDifferenceFinder:
             if run is not None and first_failing is None and not all(r.passed for r in run):
                 first_failing = index
         wanted = self.locate if locate is None else locate
-        pairs, ms_layers = self._pairs()
+        pairs, target_layers = self._pairs()
         report.settings_differ = _settings_rows(pairs)
         target = first_failing
         if wanted and target is None:
             target = 0
         if wanted is not False and target is not None and report.cases[target].failure is None:
-            self._locate(target, cases[target], pairs, ms_layers, report)
+            self._locate(target, cases[target], pairs, target_layers, report)
         if self.print_level:
             print_report(report.render(self.print_level))
         return report
@@ -239,32 +271,34 @@ class NetDifferenceFinder:
         try:
             self._seed()
             began = time.perf_counter()
-            torch_out = run_network(self.pt_net, case, TORCH)
-            run.torch_seconds = time.perf_counter() - began
+            orig_out = run_network(self.pt_net, case, report.orig_label)
+            run.orig_seconds = time.perf_counter() - began
             self._seed()
             began = time.perf_counter()
-            ms_out = run_network(self.ms_net, case, MINDSPORE)
-            run.mindspore_seconds = time.perf_counter() - began
+            target_out = run_network(self.ms_net, case, report.target_label)
+            run.target_seconds = time.perf_counter() - began
         except NetRunError as exc:
             run.failure = exc.failure
             log.warning("case %d: %s", index, exc)
             return None
-        rows = _output_rows(index, torch_out, ms_out, report.rtol, report.atol, report.equal_nan)
+        tol = (report.rtol, report.atol, report.equal_nan)
+        rows = _output_rows(index, orig_out, target_out, tol, report.labels)
         report.outputs.extend(rows)
         return rows
 
     def _locate(
-        self, index: int, case: Case, pairs: list[LayerPair], ms_layers: list[Any], report: NetDiffReport
+        self, index: int, case: Case, pairs: list[LayerPair], target_layers: list[Any], report: NetDiffReport
     ) -> None:
         try:
             self._seed()
-            _, torch_run = record_run(self.pt_net, case, TORCH)
+            _, orig_run = record_run(self.pt_net, case, report.orig_label)
             self._seed()
-            _, ms_run = record_run(self.ms_net, case, MINDSPORE)
+            _, target_run = record_run(self.ms_net, case, report.target_label)
         except NetRunError as exc:
             report.location_note = f"the layers could not be recorded: {exc}"
             return
-        found = locate(torch_run, ms_run, pairs, ms_layers, (report.rtol, report.atol, report.equal_nan))
+        tol = (report.rtol, report.atol, report.equal_nan)
+        found = locate(orig_run, target_run, pairs, target_layers, tol, report.labels)
         report.located_case = index
         report.layers = found.rows
         report.first_divergence = found.first

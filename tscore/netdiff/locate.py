@@ -5,8 +5,8 @@ so every layer call's inputs and output are known on each side. For every
 paired call, in the order the calls returned:
 
 * the outputs are compared with the compare engine's metrics;
-* when they disagree, the MindSpore layer is *replayed*: run again on the
-  torch layer's recorded inputs. If it still disagrees with the torch
+* when they disagree, the target layer is *replayed*: run again on the
+  orig layer's recorded inputs. If it still disagrees with the orig
   output, the layer has an error of its own (``diverges``); if it now agrees,
   its error came in through its inputs (``inherits``);
 * a layer holding a diverging layer ``contains`` it and is not replayed; a
@@ -15,7 +15,7 @@ paired call, in the order the calls returned:
   own code between its layers, and the report says between which.
 
 Only leaves and the one container that needs it are replayed, so the cost
-stays near one more forward of the MindSpore network.
+stays near one more forward of the target network.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from tscore.compare.report import PairResult
 from tscore.module_hooks import LayerInfo
 from tscore.netdiff.pairing import LayerPair
 from tscore.netdiff.recording import CallRecorder, LayerCall, exception_line
-from tscore.netdiff.report import Divergence, LayerRow, LayerStatus, SettingDiff
+from tscore.netdiff.report import Divergence, Labels, LayerRow, LayerStatus, SettingDiff
 from tscore.plugins import hook
 from tscore.structures import array_leaves, pair_leaves, replace_arrays
 
@@ -57,18 +57,18 @@ def setting_diffs(pair: LayerPair) -> list[SettingDiff]:
 
     ``"same"`` padding against explicit pads is left to the values: it depends on the input size.
     """
-    if pair.torch.kind != pair.mindspore.kind:
+    if pair.orig.kind != pair.target.kind:
         return []
-    torch_config, ms_config = pair.torch.config, pair.mindspore.config
+    orig_config, target_config = pair.orig.config, pair.target.config
     diffs = []
-    for name, value in torch_config.items():
-        if name not in ms_config:
+    for name, value in orig_config.items():
+        if name not in target_config:
             continue
-        other = ms_config[name]
+        other = target_config[name]
         if name == "padding" and "same" in (value, other) and value != other:
             continue
         if not _same(value, other):
-            diffs.append(SettingDiff(name=name, torch=value, mindspore=other))
+            diffs.append(SettingDiff(name=name, orig=value, target=other))
     return diffs
 
 
@@ -86,12 +86,14 @@ def _largest(rows: list[PairResult]) -> float | None:
     return max((row.max_abs_diff or 0.0 for row in rows), default=0.0)
 
 
-def _compare_outputs(torch_out: Any, ms_out: Any, tol: Tolerances) -> tuple[list[PairResult], list[str]]:
+def _compare_outputs(
+    orig_out: Any, target_out: Any, tol: Tolerances, labels: Labels
+) -> tuple[list[PairResult], list[str]]:
     """Compare output leaves paired by path (by order when the paths differ); note leaves on one side only."""
     rtol, atol, equal_nan = tol
-    pairs, torch_only, ms_only = pair_leaves(torch_out, ms_out)
-    notes = [f"torch output {name} has no MindSpore counterpart" for name, _ in torch_only]
-    notes += [f"MindSpore output {name} has no torch counterpart" for name, _ in ms_only]
+    pairs, orig_only, target_only = pair_leaves(orig_out, target_out)
+    notes = [f"{labels[0]} output {name} has no {labels[1]} counterpart" for name, _ in orig_only]
+    notes += [f"{labels[1]} output {name} has no {labels[0]} counterpart" for name, _ in target_only]
     rows = [
         compare_arrays(x, y, rtol, atol, equal_nan, orig_name=a, target_name=b)
         for a, x, b, y in pairs
@@ -100,7 +102,7 @@ def _compare_outputs(torch_out: Any, ms_out: Any, tol: Tolerances) -> tuple[list
     return rows, notes
 
 
-def _input_error(torch_call: LayerCall, ms_call: LayerCall, tol: Tolerances) -> tuple[bool, float | None]:
+def _input_error(orig_call: LayerCall, target_call: LayerCall, tol: Tolerances) -> tuple[bool, float | None]:
     """Whether a layer's inputs agree within tolerance, and their largest |difference|.
 
     Only these two numbers are reported for inputs, so they are computed
@@ -108,8 +110,8 @@ def _input_error(torch_call: LayerCall, ms_call: LayerCall, tol: Tolerances) -> 
     ``(False, None)`` when the layers take a different number of tensors or
     shapes that do not line up.
     """
-    left = array_leaves((torch_call.args, torch_call.kwargs))
-    right = array_leaves((ms_call.args, ms_call.kwargs))
+    left = array_leaves((orig_call.args, orig_call.kwargs))
+    right = array_leaves((target_call.args, target_call.kwargs))
     if len(left) != len(right):
         return False, None
     rtol, atol, equal_nan = tol
@@ -129,24 +131,26 @@ def _input_error(torch_call: LayerCall, ms_call: LayerCall, tol: Tolerances) -> 
 
 
 class ReplayError(Exception):
-    """The MindSpore layer cannot be run on the torch layer's inputs."""
+    """The target layer cannot be run on the orig layer's inputs."""
 
 
-def replay(ms_layer: object, torch_call: LayerCall, ms_call: LayerCall) -> object:
-    """Run the MindSpore layer on the torch call's inputs, cast to the MindSpore call's dtypes and shapes."""
-    given = array_leaves((torch_call.args, torch_call.kwargs))
-    structure = (ms_call.args, ms_call.kwargs)
+def replay(target_layer: object, orig_call: LayerCall, target_call: LayerCall, labels: Labels) -> object:
+    """Run the target layer on the orig call's inputs, cast to the target call's dtypes and shapes."""
+    given = array_leaves((orig_call.args, orig_call.kwargs))
+    structure = (target_call.args, target_call.kwargs)
     expected = array_leaves(structure)
     if len(given) != len(expected):
-        raise ReplayError(f"torch passed {len(given)} tensors, MindSpore {len(expected)}")
+        raise ReplayError(f"{labels[0]} passed {len(given)} tensors, {labels[1]} {len(expected)}")
     arrays = []
     for index, (source, like) in enumerate(zip(given, expected, strict=False)):
         if source.size != like.size:
-            raise ReplayError(f"input {index} has shape {source.shape} in torch, {like.shape} in MindSpore")
+            raise ReplayError(
+                f"input {index} has shape {source.shape} in {labels[0]}, {like.shape} in {labels[1]}"
+            )
         arrays.append(np.asarray(source.reshape(like.shape).astype(like.dtype, copy=False), order="C"))
     args, kwargs = replace_arrays(structure, arrays)
     try:
-        return hook().ts_run_forward(model=ms_layer, args=args, kwargs=kwargs, train=False)
+        return hook().ts_run_forward(model=target_layer, args=args, kwargs=kwargs, train=False)
     except Exception as exc:
         raise ReplayError(exception_line(exc)) from exc
 
@@ -181,7 +185,7 @@ class _Compared:
     """A paired call whose outputs were compared, waiting for its verdict."""
 
     call: LayerCall
-    ms_call: LayerCall
+    target_call: LayerCall
     pair: LayerPair
     row: LayerRow
     outputs_agree: bool
@@ -191,57 +195,60 @@ class _Compared:
     replay_error: str = ""
 
 
-def _replay_into(entry: _Compared, ms_objects: dict[str, object]) -> None:
+def _replay_into(entry: _Compared, target_objects: dict[str, object], labels: Labels) -> None:
     try:
-        entry.replayed = replay(ms_objects[entry.pair.mindspore.path], entry.call, entry.ms_call)
+        entry.replayed = replay(target_objects[entry.pair.target.path], entry.call, entry.target_call, labels)
     except ReplayError as exc:
         entry.replay_error = str(exc)
 
 
 def locate(
-    torch_run: CallRecorder,
-    ms_run: CallRecorder,
+    orig_run: CallRecorder,
+    target_run: CallRecorder,
     pairs: Sequence[LayerPair],
-    ms_layers: Sequence[LayerInfo],
+    target_layers: Sequence[LayerInfo],
     tol: Tolerances,
+    labels: Labels = ("orig", "target"),
 ) -> Location:
     """Compare every paired layer call and name the first that diverges.
 
     The leaves whose outputs disagree are replayed first, all of them, and
     their outputs read afterwards, so an asynchronous framework waits once.
     """
-    by_torch = {pair.torch.path: pair for pair in pairs}
-    ms_calls = {(call.path, call.index): call for call in ms_run.calls}
-    ms_objects = {layer.path: layer.layer for layer in ms_layers}
+    by_orig = {pair.orig.path: pair for pair in pairs}
+    target_calls = {(call.path, call.index): call for call in target_run.calls}
+    target_objects = {layer.path: layer.layer for layer in target_layers}
     location = Location()
-    paired_ms = {pair.mindspore.path for pair in pairs}
+    paired_target = {pair.target.path for pair in pairs}
     location.unpaired = {
-        "torch": sorted({c.path for c in torch_run.calls if c.path not in by_torch}),
-        "mindspore": sorted({c.path for c in ms_run.calls if c.path not in paired_ms}),
+        "orig": sorted({c.path for c in orig_run.calls if c.path not in by_orig}),
+        "target": sorted({c.path for c in target_run.calls if c.path not in paired_target}),
     }
     entries: list[_Compared] = []
-    ordered = sorted((c for c in torch_run.calls if c.end is not None), key=lambda c: c.end or 0)
+    ordered = sorted((c for c in orig_run.calls if c.end is not None), key=lambda c: c.end or 0)
     for call in ordered:
-        pair = by_torch.get(call.path)
+        pair = by_orig.get(call.path)
         if pair is None:
             continue
         base: dict[str, Any] = {
-            "torch_path": call.path,
-            "mindspore_path": pair.mindspore.path,
-            "torch_type": call.type_name,
-            "mindspore_type": pair.mindspore.type_name,
+            "orig_path": call.path,
+            "target_path": pair.target.path,
+            "orig_type": call.type_name,
+            "target_type": pair.target.type_name,
             "call": call.index,
             "paired_by": pair.paired_by,
             "settings": setting_diffs(pair),
         }
-        ms_call = ms_calls.get((pair.mindspore.path, call.index))
-        if ms_call is None or ms_call.end is None:
+        target_call = target_calls.get((pair.target.path, call.index))
+        if target_call is None or target_call.end is None:
             location.rows.append(
-                LayerRow(status=LayerStatus.NOT_CALLED, note="the MindSpore layer made no such call", **base)
+                LayerRow(
+                    status=LayerStatus.NOT_CALLED, note=f"the {labels[1]} layer made no such call", **base
+                )
             )
             continue
-        out_rows, notes = _compare_outputs(call.output, ms_call.output, tol)
-        inputs_agree, inherited = _input_error(call, ms_call, tol)
+        out_rows, notes = _compare_outputs(call.output, target_call.output, tol, labels)
+        inputs_agree, inherited = _input_error(call, target_call, tol)
         if inherited is None:
             notes.append("the layers' inputs do not line up (number or sizes of tensors)")
         row = LayerRow(
@@ -254,17 +261,17 @@ def locate(
         location.rows.append(row)
         entry = _Compared(
             call,
-            ms_call,
+            target_call,
             pair,
             row,
             outputs_agree=all(r.passed for r in out_rows),
             inputs_agree=inputs_agree,
-            has_paired_children=any(by_torch.get(torch_run.calls[child].path) for child in call.children),
+            has_paired_children=any(by_orig.get(orig_run.calls[child].path) for child in call.children),
         )
         entries.append(entry)
         if not entry.outputs_agree and not entry.has_paired_children:
-            _replay_into(entry, ms_objects)
-    _judge(entries, torch_run.calls, ms_objects, tol, location)
+            _replay_into(entry, target_objects, labels)
+    _judge(entries, orig_run.calls, target_objects, tol, location, labels)
     if location.first is None and any(r.status is not LayerStatus.OK for r in location.rows):
         location.note = "no paired layer diverges on its own; see the layers marked unknown or not_called"
     return location
@@ -273,9 +280,10 @@ def locate(
 def _judge(
     entries: list[_Compared],
     calls: list[LayerCall],
-    ms_objects: dict[str, object],
+    target_objects: dict[str, object],
     tol: Tolerances,
     location: Location,
+    labels: Labels,
 ) -> None:
     """Give every compared call its status, in the order the calls returned."""
     done = {entry.call.start: (entry.row, entry.inputs_agree) for entry in entries}
@@ -292,14 +300,14 @@ def _judge(
             row.note = "; ".join(filter(None, [row.note, "not replayed: its inputs differ already"]))
             continue
         if entry.has_paired_children:  # a container whose layers all agree on their own: replay it whole
-            _replay_into(entry, ms_objects)
+            _replay_into(entry, target_objects, labels)
         if entry.replay_error:
             row.status = LayerStatus.DIVERGES if entry.inputs_agree else LayerStatus.UNKNOWN
             row.note = "; ".join(filter(None, [row.note, f"not replayed: {entry.replay_error}"]))
             if entry.inputs_agree:
                 row.own_error = row.output.max_abs_diff if row.output else None
         else:
-            own_rows, _ = _compare_outputs(call.output, entry.replayed, tol)
+            own_rows, _ = _compare_outputs(call.output, entry.replayed, tol, labels)
             row.own = _worst(own_rows)
             row.own_error = _largest(own_rows)
             own_fails = not own_rows or not all(r.passed for r in own_rows)

@@ -1,9 +1,9 @@
-"""Pairing each torch layer with its MindSpore twin.
+"""Pairing each layer of one network with its twin in the other (any two backends).
 
-1. Layers that own parameters pair through the weight map: the MindSpore
-   names of a torch layer's parameters lead to the MindSpore cell that holds
-   them (the one at the same path, or named like the torch layer, or else the
-   deepest cell holding them all).
+1. Layers that own parameters pair through the weight map: the target
+   names of an orig layer's parameters lead to the target layer that holds
+   them (the one at the same path, or named like the orig layer, or else the
+   deepest layer holding them all).
 2. Layers at the same path pair (the usual case: a migration keeps the
    attribute names).
 3. The rest pair by order within their already paired parents, matching
@@ -22,13 +22,13 @@ from tscore.module_hooks import LayerInfo
 
 @dataclass(frozen=True)
 class LayerPair:
-    """A torch layer, its MindSpore twin, and what paired them (``weights``, ``path``, ``order``, ``root``).
+    """An orig layer, its target twin, and what paired them (``weights``, ``path``, ``order``, ``root``).
 
     Pairs are found by :func:`pair_layers`.
     """
 
-    torch: LayerInfo
-    mindspore: LayerInfo
+    orig: LayerInfo
+    target: LayerInfo
     paired_by: str
 
 
@@ -38,12 +38,12 @@ def _owners(name: str) -> list[str]:
     return [""] + [".".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def _through_weights(layer: LayerInfo, weight_map: WeightMap, ms_paths: set[str]) -> str | None:
+def _through_weights(layer: LayerInfo, weight_map: WeightMap, target_paths: set[str]) -> str | None:
     targets = [weight_map.name_map.get(p) for p in layer.params]
     names = [t for t in targets if t]
     if not names:
         return None
-    common = [p for p in _owners(names[0]) if p in ms_paths and all(n.startswith(p) for n in names)]
+    common = [p for p in _owners(names[0]) if p in target_paths and all(n.startswith(p) for n in names)]
     common = [p for p in common if all(p == "" or n.startswith(p + ".") for n in names)]
     if not common:
         return None
@@ -55,66 +55,66 @@ def _through_weights(layer: LayerInfo, weight_map: WeightMap, ms_paths: set[str]
 
 
 def _align(
-    torch_children: list[LayerInfo], ms_children: list[LayerInfo]
+    orig_children: list[LayerInfo], target_children: list[LayerInfo]
 ) -> list[tuple[LayerInfo, LayerInfo]]:
     """Pair two lists of layers in order: longest common run of equal kinds, then leftovers one for one."""
-    n, m = len(torch_children), len(ms_children)
+    n, m = len(orig_children), len(target_children)
     best = [[0] * (m + 1) for _ in range(n + 1)]
     for i in range(n - 1, -1, -1):
         for j in range(m - 1, -1, -1):
-            same = torch_children[i].kind and torch_children[i].kind == ms_children[j].kind
+            same = orig_children[i].kind and orig_children[i].kind == target_children[j].kind
             best[i][j] = best[i + 1][j + 1] + 1 if same else max(best[i + 1][j], best[i][j + 1])
     pairs: list[tuple[LayerInfo, LayerInfo]] = []
     i = j = 0
     while i < n and j < m:
-        if torch_children[i].kind and torch_children[i].kind == ms_children[j].kind:
-            pairs.append((torch_children[i], ms_children[j]))
+        if orig_children[i].kind and orig_children[i].kind == target_children[j].kind:
+            pairs.append((orig_children[i], target_children[j]))
             i, j = i + 1, j + 1
         elif best[i + 1][j] >= best[i][j + 1]:
             i += 1
         else:
             j += 1
-    left_t = [t for t in torch_children if all(t is not p[0] for p in pairs)]
-    left_m = [c for c in ms_children if all(c is not p[1] for p in pairs)]
+    left_t = [t for t in orig_children if all(t is not p[0] for p in pairs)]
+    left_m = [c for c in target_children if all(c is not p[1] for p in pairs)]
     if left_t and len(left_t) == len(left_m):
         pairs.extend(zip(left_t, left_m, strict=False))
     return pairs
 
 
 def pair_layers(
-    torch_layers: Sequence[LayerInfo], ms_layers: Sequence[LayerInfo], weight_map: WeightMap | None
+    orig_layers: Sequence[LayerInfo], target_layers: Sequence[LayerInfo], weight_map: WeightMap | None
 ) -> list[LayerPair]:
-    """Pair the layers of two networks; the roots always pair. Returns pairs in torch order."""
-    ms_by_path = {layer.path: layer for layer in ms_layers}
+    """Pair the layers of two networks; the roots always pair. Returns pairs in the orig network's order."""
+    target_by_path = {layer.path: layer for layer in target_layers}
     taken: set[str] = set()
     found: dict[str, LayerPair] = {}
 
-    def add(torch_layer: LayerInfo, ms_layer: LayerInfo, how: str) -> None:
-        if torch_layer.path not in found and ms_layer.path not in taken:
-            found[torch_layer.path] = LayerPair(torch_layer, ms_layer, how)
-            taken.add(ms_layer.path)
+    def add(orig_layer: LayerInfo, target_layer: LayerInfo, how: str) -> None:
+        if orig_layer.path not in found and target_layer.path not in taken:
+            found[orig_layer.path] = LayerPair(orig_layer, target_layer, how)
+            taken.add(target_layer.path)
 
-    add(torch_layers[0], ms_layers[0], "root")
+    add(orig_layers[0], target_layers[0], "root")
     if weight_map is not None:
-        for layer in torch_layers[1:]:
-            target = _through_weights(layer, weight_map, set(ms_by_path))
+        for layer in orig_layers[1:]:
+            target = _through_weights(layer, weight_map, set(target_by_path))
             if target:
-                add(layer, ms_by_path[target], "weights")
-    for layer in torch_layers[1:]:
-        if layer.path in ms_by_path:
-            add(layer, ms_by_path[layer.path], "path")
+                add(layer, target_by_path[target], "weights")
+    for layer in orig_layers[1:]:
+        if layer.path in target_by_path:
+            add(layer, target_by_path[layer.path], "path")
     children_t: dict[str, list[LayerInfo]] = {}
     children_m: dict[str, list[LayerInfo]] = {}
-    for layer in torch_layers[1:]:
+    for layer in orig_layers[1:]:
         children_t.setdefault(layer.parent or "", []).append(layer)
-    for layer in ms_layers[1:]:
+    for layer in target_layers[1:]:
         children_m.setdefault(layer.parent or "", []).append(layer)
-    for layer in torch_layers:  # parents come before their children
+    for layer in orig_layers:  # parents come before their children
         pair = found.get(layer.path)
         if pair is None:
             continue
         free_t = [c for c in children_t.get(layer.path, []) if c.path not in found and not c.params]
-        free_m = [c for c in children_m.get(pair.mindspore.path, []) if c.path not in taken and not c.params]
-        for torch_child, ms_child in _align(free_t, free_m):
-            add(torch_child, ms_child, "order")
-    return [found[layer.path] for layer in torch_layers if layer.path in found]
+        free_m = [c for c in children_m.get(pair.target.path, []) if c.path not in taken and not c.params]
+        for orig_child, target_child in _align(free_t, free_m):
+            add(orig_child, target_child, "order")
+    return [found[layer.path] for layer in orig_layers if layer.path in found]

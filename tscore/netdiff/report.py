@@ -20,7 +20,6 @@ from tscore.netdiff.weights import WeightStage
 
 OUTPUT_TITLE = "The comparison results of Net"
 LAYER_TITLE = "The comparison results of layers"
-OUTPUT_NAMES = ("PyTorch out", "MindSpore out")
 SEPARATOR_WIDTH = 141
 
 
@@ -41,32 +40,35 @@ class LayerStatus(str, enum.Enum):
     """What the comparison of one paired layer call found."""
 
     OK = "ok"  # the outputs agree
-    DIVERGES = "diverges"  # given the same inputs, the MindSpore layer computes something else
+    DIVERGES = "diverges"  # given the same inputs, the target layer computes something else
     INHERITS = "inherits"  # the outputs differ only because the inputs already did
     CONTAINS = "contains"  # a layer inside it diverges
     UNKNOWN = "unknown"  # the outputs differ and the layer could not be replayed
     NOT_CALLED = "not_called"  # called on one side only, or a different number of times
 
 
+Labels = tuple[str, str]
+
+
 class SettingDiff(BaseModel):
     """One setting of a paired layer that differs (neutral meaning, see ``ts_named_layers``)."""
 
     name: str
-    torch: Any
-    mindspore: Any
+    orig: Any
+    target: Any
 
-    def text(self) -> str:
-        """``eps torch 1e-05, MindSpore 1e-07``."""
-        return f"{self.name} torch {self.torch}, MindSpore {self.mindspore}"
+    def text(self, labels: Labels = ("orig", "target")) -> str:
+        """``eps torch (cpu) 1e-05, mindspore (CPU) 1e-07``."""
+        return f"{self.name} {labels[0]} {self.orig}, {labels[1]} {self.target}"
 
 
-def layer_label(torch_path: str, mindspore_path: str, call: int, torch_type: str, mindspore_type: str) -> str:
+def layer_label(orig_path: str, target_path: str, call: int, orig_type: str, target_type: str) -> str:
     """Write ``features.3 (MaxPool2d / MaxPool2d)`` with both paths when they differ."""
-    path = torch_path or "(root)"
-    if mindspore_path != torch_path:
-        path = f"{path} / {mindspore_path or '(root)'}"
+    path = orig_path or "(root)"
+    if target_path != orig_path:
+        path = f"{path} / {target_path or '(root)'}"
     shown_call = f" call {call}" if call else ""
-    return f"{path}{shown_call} ({torch_type} / {mindspore_type})"
+    return f"{path}{shown_call} ({orig_type} / {target_type})"
 
 
 class LayerRow(BaseModel):
@@ -74,16 +76,16 @@ class LayerRow(BaseModel):
 
     model_config = ConfigDict(ser_json_inf_nan="strings")
 
-    torch_path: str
-    mindspore_path: str
-    torch_type: str
-    mindspore_type: str
+    orig_path: str
+    target_path: str
+    orig_type: str
+    target_type: str
     call: int = Field(default=0, description="the layer's n-th call in the run")
     paired_by: str
     status: LayerStatus
     output: PairResult | None = Field(default=None, description="the output leaf that agrees least")
     own: PairResult | None = Field(
-        default=None, description="the MindSpore layer replayed on the torch layer's inputs"
+        default=None, description="the target layer replayed on the orig layer's inputs"
     )
     own_error: float | None = Field(default=None, description="largest |difference| of the replayed output")
     inherited_error: float | None = Field(default=None, description="largest |difference| of the inputs")
@@ -92,9 +94,7 @@ class LayerRow(BaseModel):
 
     def label(self) -> str:
         """``features.3 (MaxPool2d / MaxPool2d)``, both paths when they differ."""
-        return layer_label(
-            self.torch_path, self.mindspore_path, self.call, self.torch_type, self.mindspore_type
-        )
+        return layer_label(self.orig_path, self.target_path, self.call, self.orig_type, self.target_type)
 
 
 class Divergence(BaseModel):
@@ -102,10 +102,10 @@ class Divergence(BaseModel):
 
     model_config = ConfigDict(ser_json_inf_nan="strings")
 
-    torch_path: str
-    mindspore_path: str
-    torch_type: str
-    mindspore_type: str
+    orig_path: str
+    target_path: str
+    orig_type: str
+    target_type: str
     call: int = 0
     own_error: float | None
     inherited_error: float | None
@@ -115,17 +115,15 @@ class Divergence(BaseModel):
     shapes: str = Field(default="", description="when the outputs' shapes differ: both shapes")
     settings: list[SettingDiff] = Field(default_factory=list)
 
-    def line(self) -> str:
+    def line(self, labels: Labels = ("orig", "target")) -> str:
         """``first divergence: features.3 (MaxPool2d / MaxPool2d): own error 2.0, inherited 0.0``."""
-        label = layer_label(
-            self.torch_path, self.mindspore_path, self.call, self.torch_type, self.mindspore_type
-        )
+        label = layer_label(self.orig_path, self.target_path, self.call, self.orig_type, self.target_type)
         own = f"output shapes differ, {self.shapes}" if self.shapes else f"own error {short(self.own_error)}"
         text = f"first divergence: {label}: {own}, inherited {short(self.inherited_error)}"
         if self.where:
             text += f"; in its own code, {self.where}"
         if self.settings:
-            text += "; settings differ: " + ", ".join(s.text() for s in self.settings)
+            text += "; settings differ: " + ", ".join(s.text(labels) for s in self.settings)
         return text
 
 
@@ -134,8 +132,8 @@ class CaseRun(BaseModel):
 
     case: int
     inputs: str = Field(description="shapes and dtypes of the inputs")
-    torch_seconds: float | None = None
-    mindspore_seconds: float | None = None
+    orig_seconds: float | None = None
+    target_seconds: float | None = None
     failure: RunFailure | None = None
 
 
@@ -147,13 +145,15 @@ class NetDiffReport(BaseModel):
     rtol: float
     atol: float
     equal_nan: bool
+    orig_label: str = Field(default="orig", description="the first network: framework (device)")
+    target_label: str = Field(default="target", description="the second network: framework (device)")
     weights: WeightStage | None = None
     cases: list[CaseRun] = Field(default_factory=list)
     outputs: list[PairResult] = Field(default_factory=list)
     located_case: int | None = Field(default=None, description="the case whose layers were compared")
     layers: list[LayerRow] = Field(default_factory=list)
     unpaired: dict[str, list[str]] = Field(
-        default_factory=dict, description="per side ('torch', 'mindspore'): layers that found no twin"
+        default_factory=dict, description="per side ('orig', 'target'): layers that found no twin"
     )
     settings_differ: list[LayerRow] = Field(default_factory=list)
     first_divergence: Divergence | None = None
@@ -169,15 +169,21 @@ class NetDiffReport(BaseModel):
             and all(row.passed for row in self.outputs)
         )
 
+    @property
+    def labels(self) -> Labels:
+        """The two sides' labels, ``("torch (cpu)", "mindspore (CPU)")``."""
+        return self.orig_label, self.target_label
+
     def verdict(self) -> str:
         """Return the one line to act on."""
         failures = [case.failure.line() for case in self.cases if case.failure is not None]
         if failures:
             return f"{len(failures)} case(s) failed to run; the first: {failures[0]}"
         if self.first_divergence is not None:
-            return self.first_divergence.line()
+            return self.first_divergence.line(self.labels)
         settings = "; ".join(
-            f"{row.label()}: " + ", ".join(s.text() for s in row.settings) for row in self.settings_differ
+            f"{row.label()}: " + ", ".join(s.text(self.labels) for s in row.settings)
+            for row in self.settings_differ
         )
         if self.passed:
             if settings:
@@ -192,7 +198,10 @@ class NetDiffReport(BaseModel):
     def output_table(self, only_failed: bool = False) -> str:
         """TroubleShooter's table of the networks' outputs."""
         return pair_table(
-            self.outputs, title=OUTPUT_TITLE, name_headers=OUTPUT_NAMES, only_failed=only_failed
+            self.outputs,
+            title=OUTPUT_TITLE,
+            name_headers=(f"{self.orig_label} out", f"{self.target_label} out"),
+            only_failed=only_failed,
         )
 
     def layer_table(self, only_failed: bool = False) -> str:
@@ -211,11 +220,11 @@ class NetDiffReport(BaseModel):
                     "-" if out is None else format_number(out.max_abs_diff),
                     short(row.own_error) if row.own is not None else "-",
                     short(row.inherited_error),
-                    "; ".join(filter(None, [row.note, *(s.text() for s in row.settings)])),
+                    "; ".join(filter(None, [row.note, *(s.text(self.labels) for s in row.settings)])),
                 ]
             )
         headers = [
-            "layer (torch / MindSpore)",
+            f"layer ({self.orig_label} / {self.target_label})",
             "status",
             "allclose",
             "cosine",
@@ -235,12 +244,12 @@ class NetDiffReport(BaseModel):
         if self.weights is not None:
             if self.weights.conversion is not None:
                 parts += [
-                    separator("Start Converting PyTorch Weights to MindSpore"),
+                    separator(f"Start Converting {self.orig_label} Weights to {self.target_label}"),
                     self.weights.conversion.table(),
                 ]
             if self.weights.comparison is not None:
                 parts += [
-                    separator("Start comparing PyTorch and MindSpore parameters"),
+                    separator(f"Start comparing {self.orig_label} and {self.target_label} parameters"),
                     self.weights.comparison.table(only_diff=only),
                 ]
             parts.append(self.weights.verdict())
@@ -250,8 +259,8 @@ class NetDiffReport(BaseModel):
                 parts.append(f"case {case.case} ({case.inputs}): {case.failure.line()}")
             elif not only:
                 parts.append(
-                    f"case {case.case} ({case.inputs}): PyTorch {case.torch_seconds:.5f} s, "
-                    f"MindSpore {case.mindspore_seconds:.5f} s"
+                    f"case {case.case} ({case.inputs}): {self.orig_label} {case.orig_seconds:.5f} s, "
+                    f"{self.target_label} {case.target_seconds:.5f} s"
                 )
         if self.outputs and not (only and self.passed):
             parts.append(self.output_table(only_failed=only))

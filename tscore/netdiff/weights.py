@@ -3,12 +3,13 @@
 Spec 003's three notes on how ``pt_params_path``, ``ms_params_path``,
 ``auto_conv_ckpt`` and ``compare_params`` interact:
 
-1. By default the torch network's weights are converted through the weight
-   map and loaded into the MindSpore network, then the torch state is
-   compared with the MindSpore network's own state (names, shapes, values),
-   which checks the structure.
+1. By default the first network's weights (``pt_net``, the orig side) are
+   converted through the weight map and loaded into the second (``ms_net``,
+   the target side), then the orig state is compared with the target
+   network's own state (names, shapes, values), which checks the structure.
+   Two networks of one framework load by name, with no conversion.
 2. With both paths, each network loads its file; nothing is converted or compared.
-3. With only ``ms_params_path``, the MindSpore network loads it; nothing is
+3. With only ``ms_params_path``, the target network loads it; nothing is
    converted or compared.
 
 Everything happens in memory: no ``.pth`` or ``.ckpt`` is written.
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -33,14 +34,14 @@ from tscore.plugins import hook
 
 log = logging.getLogger(__name__)
 
-AUTO_CONV_MODES = {0: "none", 1: "torch to MindSpore", 2: "torch to MSAdapter (same names)"}
+AUTO_CONV_MODES = {0: "none", 1: "through the weight map", 2: "same names (MSAdapter)"}
 
 
 class LoadResult(BaseModel):
     """What loading named arrays into a network did: loaded, and what did not fit."""
 
-    network: str = Field(description="'torch' or 'MindSpore'")
-    source: str = Field(description="where the arrays came from: a file, or the converted torch state")
+    network: str = Field(description="the network's label, 'torch (cpu)'")
+    source: str = Field(description="where the arrays came from: a file, or the other network's state")
     loaded: int
     unused: list[str] = Field(default_factory=list, description="given names the network does not have")
     missing: list[str] = Field(default_factory=list, description="network names that got no value")
@@ -75,6 +76,8 @@ class WeightStage(BaseModel):
     conversion: ConversionReport | None = None
     comparison: CheckpointDiff | None = None
     notes: list[str] = Field(default_factory=list)
+    orig_label: str = "orig"
+    target_label: str = "target"
 
     @property
     def passed(self) -> bool:
@@ -89,18 +92,19 @@ class WeightStage(BaseModel):
             return "weights: not converted or compared (" + self.mode + ")"
         if self.passed:
             return "weights: both networks hold the same weights"
-        torch_only = mindspore_only = mismatched = 0
+        orig_only = target_only = mismatched = 0
         if self.comparison is not None:
             for row in self.comparison.shape_rows:
-                torch_only += row.target_name is None
-                mindspore_only += row.orig_name is None
+                orig_only += row.target_name is None
+                target_only += row.orig_name is None
                 mismatched += row.shape_equal is False
         parts = [f"{load.summary()}" for load in self.loads if not load.complete]
-        if torch_only or mindspore_only or mismatched:
+        orig, target = self.orig_label, self.target_label
+        if orig_only or target_only or mismatched:
             parts.append(
-                f"{torch_only} torch entries have no MindSpore parameter, {mindspore_only} MindSpore "
-                f"parameters have no torch entry, {mismatched} differ in shape: the networks' structures "
-                "differ there (see the shape table); outputs will differ where those layers run"
+                f"{orig_only} {orig} entries have no {target} counterpart, {target_only} {target} "
+                f"entries have no {orig} counterpart, {mismatched} differ in shape: the networks' "
+                "structures differ there (see the shape table); outputs will differ where those layers run"
             )
         elif self.comparison is not None and not self.comparison.passed:
             parts.append("some values differ after loading (see the value table)")
@@ -116,21 +120,31 @@ def model_state(model: object, argument: str) -> dict[str, np.ndarray]:
     if state is None:
         raise UnsupportedObjectError(
             f"{argument} is a {type(model).__module__}.{type(model).__name__}, which no loaded plugin "
-            "can read; install the plugin of its framework (ts_torch, ts_mindspore)"
+            "can read; install the plugin of its framework"
         )
     return dict(state)
 
 
-def load_into(model: object, params: Mapping[str, np.ndarray], network: str, source: str) -> LoadResult:
-    """Load the entries of ``params`` that fit ``model`` (same name, same shape); report the rest."""
+def load_into(
+    model: object,
+    params: Mapping[str, np.ndarray],
+    network: str,
+    source: str,
+    keep: Sequence[str] = (),
+) -> LoadResult:
+    """Load the entries of ``params`` that fit ``model`` (same name, same shape); report the rest.
+
+    :param keep: network entries that are meant to get no value (the weight map's ``target_only``).
+    """
     state = model_state(model, f"the {network} network")
+    kept = set(keep)
     fitting = {n: a for n, a in params.items() if n in state and tuple(state[n].shape) == tuple(a.shape)}
     result = LoadResult(
         network=network,
         source=source,
         loaded=len(fitting),
         unused=[n for n in params if n not in state],
-        missing=[n for n in state if n not in params],
+        missing=[n for n in state if n not in params and n not in kept],
         mismatched=[
             f"{n}: {tuple(a.shape)} vs {tuple(state[n].shape)}"
             for n, a in params.items()
@@ -150,18 +164,16 @@ def _file_params(path: str | os.PathLike[str], argument: str) -> CheckpointConte
         raise type(exc)(f"{argument}: {exc}") from exc
 
 
-def identity_map(state: Mapping[str, np.ndarray]) -> WeightMap:
-    """Build the map for MSAdapter networks: every name kept, no value changed."""
-    return WeightMap({name: name for name in state}, {}, "torch", "msadapter")
+def identity_map(state: Mapping[str, np.ndarray], source: str, target: str) -> WeightMap:
+    """Build the map for networks that keep the same names (MSAdapter): every name kept, no value changed."""
+    return WeightMap({name: name for name in state}, {}, source, target)
 
 
 def convert_and_load(
-    pt_net: object, ms_net: object, weight_map: WeightMap
+    orig: object, target: object, weight_map: WeightMap, labels: tuple[str, str]
 ) -> tuple[ConversionReport, LoadResult]:
-    """Convert the torch network's state through ``weight_map`` in memory; load it into the MindSpore one."""
-    state = CheckpointContents(
-        path="pt_net.state_dict()", format="state_dict", params=model_state(pt_net, "pt_net")
-    )
+    """Convert the orig network's state through ``weight_map`` in memory; load it into the target one."""
+    state = CheckpointContents(path="pt_net", format="state_dict", params=model_state(orig, "pt_net"))
     params, rows = convert_params(state, weight_map, strict=False)
     report = ConversionReport(
         source_file=state.path,
@@ -171,17 +183,30 @@ def convert_and_load(
         target=weight_map.target,
         rows=rows,
     )
-    return report, load_into(ms_net, params, "MindSpore", "the converted torch weights")
+    source = f"the {labels[0]} weights" + (" converted" if weight_map.source != weight_map.target else "")
+    return report, load_into(target, params, labels[1], source, weight_map.target_only)
 
 
 def compare_states(
-    pt_net: object, ms_net: object, weight_map: WeightMap, rtol: float, atol: float, equal_nan: bool
+    orig: object,
+    target: object,
+    weight_map: WeightMap,
+    labels: tuple[str, str],
+    tolerances: tuple[float, float, bool],
 ) -> CheckpointDiff:
-    """Compare the torch state, renamed through the map, with the MindSpore network's own state."""
-    torch_side = CheckpointContents(path="pt_net", format="state_dict", params=model_state(pt_net, "pt_net"))
-    ms_side = CheckpointContents(path="ms_net", format="parameters", params=model_state(ms_net, "ms_net"))
+    """Compare the orig state, renamed through the map, with the target network's own state."""
+    orig_side = CheckpointContents(path="pt_net", format="state_dict", params=model_state(orig, "pt_net"))
+    target_side = CheckpointContents(path="ms_net", format="state_dict", params=model_state(target, "ms_net"))
     return diff_through_map(
-        torch_side, ms_side, weight_map, strict=False, rtol=rtol, atol=atol, equal_nan=equal_nan
+        orig_side,
+        target_side,
+        weight_map,
+        strict=False,
+        labels=labels,
+        rtol=tolerances[0],
+        atol=tolerances[1],
+        equal_nan=tolerances[2],
+        ignore_target=weight_map.target_only,
     )
 
 
@@ -190,6 +215,7 @@ def set_weights(
     ms_net: object,
     weight_map: WeightMap | None,
     *,
+    labels: tuple[str, str],
     pt_params_path: str | os.PathLike[str] | None,
     ms_params_path: str | os.PathLike[str] | None,
     auto_conv_ckpt: int,
@@ -201,23 +227,27 @@ def set_weights(
     notes: list[str] = []
     if pt_params_path is not None:
         contents = _file_params(pt_params_path, "pt_params_path")
-        loads.append(load_into(pt_net, contents.params, "torch", os.fspath(pt_params_path)))
+        loads.append(load_into(pt_net, contents.params, labels[0], os.fspath(pt_params_path)))
+
+    def stage_of(mode: str) -> WeightStage:
+        return WeightStage(mode=mode, loads=loads, notes=notes, orig_label=labels[0], target_label=labels[1])
+
     if ms_params_path is not None:
         contents = _file_params(ms_params_path, "ms_params_path")
-        loads.append(load_into(ms_net, contents.params, "MindSpore", os.fspath(ms_params_path)))
-        return WeightStage(
-            mode="loaded from files; not converted or compared (spec 003, notes 2 and 3)", loads=loads
-        )
+        loads.append(load_into(ms_net, contents.params, labels[1], os.fspath(ms_params_path)))
+        return stage_of("loaded from files; not converted or compared (spec 003, notes 2 and 3)")
     if weight_map is None:
         notes.append("auto_conv_ckpt=0: the networks keep the weights they have; make sure they agree")
-        return WeightStage(mode="as the networks had them", loads=loads, notes=notes)
-    stage = WeightStage(mode=f"converted ({AUTO_CONV_MODES[auto_conv_ckpt]})", loads=loads, notes=notes)
+        return stage_of("as the networks had them")
+    how = AUTO_CONV_MODES[auto_conv_ckpt]
+    if weight_map.source == weight_map.target:
+        how = "same framework, loaded by name"
+    stage = stage_of(f"converted ({how})")
     if auto_conv_ckpt:
-        stage.conversion, load = convert_and_load(pt_net, ms_net, weight_map)
+        stage.conversion, load = convert_and_load(pt_net, ms_net, weight_map, labels)
         stage.loads.append(load)
     else:
         stage.mode = "as the networks had them (auto_conv_ckpt=0)"
     if compare_params:
-        rtol, atol, equal_nan = tolerances
-        stage.comparison = compare_states(pt_net, ms_net, weight_map, rtol, atol, equal_nan)
+        stage.comparison = compare_states(pt_net, ms_net, weight_map, labels, tolerances)
     return stage

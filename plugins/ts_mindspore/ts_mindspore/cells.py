@@ -13,8 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tscore.module_hooks import HookHandles, LayerInfo, ModuleRecorder, hook_layers
-from tscore.structures import map_arrays
+from tscore.plugin_api import HookHandles, LayerInfo, ModuleRecorder, hook_layers, map_arrays
 
 # (namespace under mindspore, class name, neutral kind); subclasses come before their bases.
 _KINDS: tuple[tuple[str, str, str], ...] = (

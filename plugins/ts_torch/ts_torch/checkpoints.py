@@ -15,8 +15,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from tscore.checkpoint.contents import CheckpointContents, CheckpointReadError
-from tscore.npy_files import write_atomic
+from tscore.plugin_api import CheckpointContents, CheckpointReadError, write_atomic
 
 # Keys under which training scripts commonly nest the state dict.
 STATE_DICT_KEYS = ("state_dict", "model_state_dict", "model", "net", "network", "module", "params")

@@ -8,8 +8,7 @@ from typing import Any
 import numpy as np
 
 from ts_torch.layers import layer_config, layer_kind
-from tscore.module_hooks import HookHandles, LayerInfo, ModuleRecorder, hook_layers
-from tscore.structures import map_arrays
+from tscore.plugin_api import HookHandles, LayerInfo, ModuleRecorder, hook_layers, map_arrays
 
 
 def named_layers(model: Any) -> list[LayerInfo]:

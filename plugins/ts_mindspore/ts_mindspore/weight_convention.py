@@ -1,9 +1,10 @@
-"""How torch layers' parameters are named and laid out in their ``mindspore.nn`` twins.
+"""How ``mindspore.nn`` names and lays out each layer kind's weights, relative to tscore's neutral form.
 
-Checked on MindSpore 2.10 by copying weights and comparing outputs
-(FRAMEWORKS.md, "Torch <-> MindSpore layers"). Kinds not listed here (Linear,
-Conv2d/3d, ConvTranspose2d/3d, LSTM, GRU, RNN, MultiheadAttention) keep
-torch's names and layout.
+The neutral form (``ts_weight_convention`` in tscore's hookspecs) is the
+one PyTorch uses. Checked on MindSpore 2.10 by copying weights and comparing
+outputs (FRAMEWORKS.md, "Torch <-> MindSpore layers"). Kinds not listed here
+(Linear, Conv2d/3d, ConvTranspose2d/3d, LSTM, GRU, RNN, MultiheadAttention)
+keep the neutral names and layout.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ _BATCHNORM = {
     "running_var": "moving_variance",
     "num_batches_tracked": None,
 }
-# torch's (out, in, k) kernel is (out, in, 1, k) in MindSpore, which runs 1-d convolutions as 2-d ones.
+# the neutral (out, in, k) kernel is (out, in, 1, k) in MindSpore, which runs 1-d convolutions as 2-d ones.
 _CONV1D: dict[str, Any] = {"names": {}, "transforms": {"weight": "unsqueeze(2)"}}
 
-TORCH_TO_MINDSPORE: dict[str, dict[str, Any]] = {
+CONVENTIONS: dict[str, dict[str, Any]] = {
     "batchnorm": {"names": _BATCHNORM},
     "batchnorm1d": {"names": _BATCHNORM},
     "batchnorm2d": {"names": _BATCHNORM},
@@ -39,8 +40,6 @@ TORCH_TO_MINDSPORE: dict[str, dict[str, Any]] = {
 }
 
 
-def weight_rules(kind: str, source: str, target: str) -> dict[str, Any] | None:
-    """Return the rules for one torch layer kind going to MindSpore, or None."""
-    if source != "torch" or target != "mindspore":
-        return None
-    return TORCH_TO_MINDSPORE.get(kind)
+def weight_convention(kind: str) -> dict[str, Any] | None:
+    """Return MindSpore's names and transforms for one neutral layer kind, or None when they are neutral."""
+    return CONVENTIONS.get(kind)

@@ -1,0 +1,63 @@
+"""The one module a backend author imports from tscore.
+
+Everything a plugin needs is here, and a plugin in this repository imports
+nothing else of tscore (a test checks the import graph):
+
+* :class:`Backend`, the base that says "is this object mine" once and turns
+  plain methods into hooks; :data:`hookimpl` for a plugin written as
+  functions; :data:`hookspec` and :data:`PROJECT_NAME` for tools.
+* The records hooks take and return: :class:`TensorMeta`,
+  :class:`FrameworkInfo`, :class:`ModelInfo`, :class:`LayerInfo`,
+  :class:`ModuleRecorder`, :class:`HookHandles`, :class:`CheckpointContents`,
+  :class:`Runtime`, :class:`ValueTransform`.
+* Errors: :class:`TscoreError`, :class:`UnsupportedObjectError`,
+  :class:`CheckpointReadError`.
+* Helpers a backend uses: :func:`hook_layers` (forward pre- and post-hooks
+  on layers that offer torch's hook API), :func:`map_arrays` (turn every
+  array in nested arguments into a tensor), :func:`write_atomic`,
+  :func:`neutral_dtype` and :data:`NEUTRAL_DTYPES`, :func:`restricted_unpickle`
+  (read a pickle that may hold only arrays and plain data).
+
+The hooks themselves are documented in :mod:`tscore.hookspecs`; the
+conformance kit a backend runs is :mod:`tscore.testing.conformance`.
+"""
+
+from __future__ import annotations
+
+from tscore.backend import Backend
+from tscore.checkpoint.contents import CheckpointContents, CheckpointReadError
+from tscore.checkpoint.safe_pickle import restricted_unpickle
+from tscore.checkpoint.transforms import ValueTransform
+from tscore.dtypes import NEUTRAL_DTYPES, neutral_dtype
+from tscore.errors import TscoreError, UnsupportedObjectError
+from tscore.hookspecs import PROJECT_NAME, hookimpl, hookspec
+from tscore.module_hooks import HookHandles, LayerInfo, ModuleRecorder, hook_layers
+from tscore.npy_files import write_atomic
+from tscore.runtime import Runtime
+from tscore.structures import map_arrays
+from tscore.tensor_meta import FrameworkInfo, ModelInfo, TensorMeta
+
+__all__ = [
+    "NEUTRAL_DTYPES",
+    "PROJECT_NAME",
+    "Backend",
+    "CheckpointContents",
+    "CheckpointReadError",
+    "FrameworkInfo",
+    "HookHandles",
+    "LayerInfo",
+    "ModelInfo",
+    "ModuleRecorder",
+    "Runtime",
+    "TensorMeta",
+    "TscoreError",
+    "UnsupportedObjectError",
+    "ValueTransform",
+    "hook_layers",
+    "hookimpl",
+    "hookspec",
+    "map_arrays",
+    "neutral_dtype",
+    "restricted_unpickle",
+    "write_atomic",
+]
