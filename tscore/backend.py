@@ -59,6 +59,7 @@ HOOK_METHODS: dict[str, tuple[str, ...]] = {
     "ts_install_module_hooks": ("model_types", "install_module_hooks"),
     "ts_run_forward": ("model_types", "run_forward"),
     "ts_load_checkpoint": ("load_checkpoint",),
+    "ts_checkpoint_suffixes": ("load_checkpoint",),
     "ts_save_checkpoint": ("save_checkpoint",),
     "ts_weight_convention": ("weight_convention",),
     "ts_value_transforms": ("value_transforms",),
@@ -75,12 +76,17 @@ class Backend:
     :cvar distribution: its package name on the index, when it differs from ``module``.
     :cvar checkpoint_kinds: the checkpoint file kinds (``"pth"``, ``"pdparams"``) that
         :meth:`load_checkpoint` reads and :meth:`save_checkpoint` writes.
+    :cvar checkpoint_suffixes: ``{suffix: kind}`` for those files (``{".pdparams": "pdparams"}``).
+    :cvar import_to_seed: whether ``ts.seed_all`` may import the framework to seed it (False for a
+        framework whose import changes the process, such as PaddlePaddle's logging set-up).
     """
 
     framework: ClassVar[str] = ""
     module: ClassVar[str] = ""
     distribution: ClassVar[str | None] = None
     checkpoint_kinds: ClassVar[tuple[str, ...]] = ()
+    checkpoint_suffixes: ClassVar[Mapping[str, str]] = {}
+    import_to_seed: ClassVar[bool] = True
 
     # ------------------------------------------------------------ ownership
 
@@ -311,6 +317,11 @@ class Backend:
         return self.load_checkpoint(path, kind, trust) if kind in self.checkpoint_kinds else None
 
     @hookimpl
+    def ts_checkpoint_suffixes(self) -> Mapping[str, str]:
+        """Name the suffixes of your checkpoint kinds."""
+        return dict(self.checkpoint_suffixes)
+
+    @hookimpl
     def ts_save_checkpoint(self, params: Mapping[str, np.ndarray], path: str, format: str) -> bool | None:
         """Write a checkpoint of one of your kinds."""
         if format not in self.checkpoint_kinds:
@@ -330,7 +341,9 @@ class Backend:
 
     @hookimpl
     def ts_seed_all(self, seed: int, deterministic: bool) -> str | None:
-        """Seed your framework, importing it (the caller asked to seed every framework)."""
+        """Seed your framework, importing it if ``import_to_seed`` (the caller asked to seed every one)."""
+        if not self.import_to_seed and self.imported() is None:
+            return None
         try:
             importlib.import_module(self.module_name)
         except ImportError as exc:  # installed but broken (torch_npu without CANN)

@@ -265,6 +265,17 @@ def ts_load_checkpoint(path: str, kind: str, trust: bool) -> CheckpointContents 
     """
 
 
+@hookspec
+def ts_checkpoint_suffixes() -> Mapping[str, str] | None:
+    """Name the file suffixes of the checkpoint kinds you read and write.
+
+    Collecting hook: each answer is ``{suffix: kind}`` (``{".pdparams": "pdparams"}``);
+    tscore then passes ``kind`` to :func:`ts_load_checkpoint` for such files and
+    picks the format from the suffix when writing. tscore's own: ``.ckpt``,
+    ``.safetensors``, and ``.pth``/``.pt``/``.bin``/``.tar`` as ``"pth"``.
+    """
+
+
 @hookspec(firstresult=True)
 def ts_save_checkpoint(
     params: Mapping[str, np.ndarray], path: str, format: str, framework: str

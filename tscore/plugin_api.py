@@ -11,7 +11,7 @@ nothing else of tscore (a test checks the import graph):
   :class:`ModuleRecorder`, :class:`HookHandles`, :class:`CheckpointContents`,
   :class:`Runtime`, :class:`ValueTransform`.
 * Errors: :class:`TscoreError`, :class:`UnsupportedObjectError`,
-  :class:`CheckpointReadError`.
+  :class:`CheckpointReadError`, :class:`UnsafePickleError`.
 * Helpers a backend uses: :func:`hook_layers` (forward pre- and post-hooks
   on layers that offer torch's hook API), :func:`map_arrays` (turn every
   array in nested arguments into a tensor), :func:`write_atomic`,
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from tscore.backend import Backend
 from tscore.checkpoint.contents import CheckpointContents, CheckpointReadError
-from tscore.checkpoint.safe_pickle import restricted_unpickle
+from tscore.checkpoint.safe_pickle import UnsafePickleError, restricted_unpickle
 from tscore.checkpoint.transforms import ValueTransform
 from tscore.dtypes import NEUTRAL_DTYPES, neutral_dtype
 from tscore.errors import TscoreError, UnsupportedObjectError
@@ -51,6 +51,7 @@ __all__ = [
     "Runtime",
     "TensorMeta",
     "TscoreError",
+    "UnsafePickleError",
     "UnsupportedObjectError",
     "ValueTransform",
     "hook_layers",

@@ -142,9 +142,11 @@ def test_tscore_plugins_variable_narrows_loading(fake_distribution, monkeypatch,
     assert any("'nosuch'" in r.getMessage() for r in caplog.records)
 
 
-@pytest.mark.parametrize(("plugin", "framework"), [("torch", "torch"), ("mindspore", "mindspore")])
+@pytest.mark.parametrize(
+    ("plugin", "framework"), [("torch", "torch"), ("mindspore", "mindspore"), ("paddle", "paddle")]
+)
 def test_installed_backends_load_exactly_when_their_framework_is_installed(plugin, framework):
-    """ts_torch/ts_mindspore load where their framework is installed, else are skipped, never crash."""
+    """A backend loads where its framework is installed, else is skipped; it never crashes tscore."""
     record = get_plugin_manager().records.get(plugin)
     if importlib.util.find_spec(f"ts_{framework}") is None:
         assert record is None

@@ -79,8 +79,9 @@ def _cmd_ckpt_diff(args: argparse.Namespace) -> int:
     labels = ("original ckpt", "target ckpt")
     dropped: list[str] = []
     if args.map:
-        orig, names, dropped = through_map(orig, load_weight_map(args.map))
-        labels = ("torch", "MindSpore")
+        weight_map = load_weight_map(args.map)
+        orig, names, dropped = through_map(orig, weight_map)
+        labels = (weight_map.source, weight_map.target)
     diff = diff_checkpoints(
         orig,
         target,

@@ -36,11 +36,20 @@ KIND_FRAMEWORK = {"ckpt": "mindspore", "safetensors": "", "pth": "torch"}
 _PLUGIN_PACKAGE = {"torch": "ts_torch (pip install tscore[torch])"}
 
 
+def suffix_kinds() -> dict[str, str]:
+    """Return ``{suffix: kind}``: tscore's own, and those the loaded plugins declare."""
+    kinds = dict(SUFFIX_KINDS)
+    for answer in hook().ts_checkpoint_suffixes():
+        kinds.update({str(k).lower(): str(v) for k, v in (answer or {}).items()})
+    return kinds
+
+
 def sniff_kind(path: str) -> str:
     """Tell a checkpoint's kind from its suffix, else from its first bytes; ``""`` when unknown."""
     suffix = os.path.splitext(path)[1].lower()
-    if suffix in SUFFIX_KINDS:
-        return SUFFIX_KINDS[suffix]
+    kinds = suffix_kinds()
+    if suffix in kinds:
+        return kinds[suffix]
     with open(path, "rb") as stream:
         head = stream.read(9)
     if head[:2] == b"PK" or head[:1] == b"\x80":  # torch zip archive / legacy pickle
@@ -90,11 +99,12 @@ def format_of(path: str, format: str | None) -> str:
     """Return the checkpoint format to write: ``format`` if given, else the one the suffix names."""
     if format:
         return format
-    kind = SUFFIX_KINDS.get(os.path.splitext(path)[1].lower())
+    kinds = suffix_kinds()
+    kind = kinds.get(os.path.splitext(path)[1].lower())
     if kind is None:
         raise TargetPathError(
-            f"cannot tell which checkpoint format to write to {path!r}: end the name in .ckpt, "
-            ".safetensors or .pth, or pass format="
+            f"cannot tell which checkpoint format to write to {path!r}: end the name in "
+            f"{', '.join(sorted(kinds))}, or pass format="
         )
     return kind
 

@@ -18,7 +18,7 @@ from typing import Any
 from tscore.checkpoint.ckpt_diff import CheckpointDiff, diff_checkpoints, diff_through_map, print_diff
 from tscore.checkpoint.contents import CheckpointContents
 from tscore.checkpoint.convert import ConversionReport, convert_checkpoint
-from tscore.checkpoint.files import load_checkpoint
+from tscore.checkpoint.files import load_checkpoint, suffix_kinds
 from tscore.checkpoint.weight_map import (
     WeightMap,
     build_weight_map,
@@ -115,6 +115,17 @@ def _params_of(given: Mapping[str, Any], label: str) -> CheckpointContents:
     return out
 
 
+def _output_format(target: str, format: str | None, default: str, caller: str) -> str:
+    """Pick the format to write: the one asked for, else the suffix's, else ``default``."""
+    kinds = suffix_kinds()
+    known = sorted(set(kinds.values()))
+    if format is None:
+        return kinds.get(os.path.splitext(target)[1].lower(), default)
+    if format not in known:
+        raise ValueError(f"{caller}: format must be one of {', '.join(known)}, not {format!r}")
+    return format
+
+
 def _check_output(path: PathLike | None, argument: str) -> str:
     if path is None:
         raise TypeError(f"pass {argument}, the file to write")
@@ -128,13 +139,13 @@ def convert_weight(
     *,
     pth_para_dict: Mapping[str, Any] | None = None,
     print_conv_info: bool = True,
-    format: str = "ckpt",
+    format: str | None = None,
     weight_map: object = None,
     trust_pickle: bool = False,
     pt_param_dict: Mapping[str, Any] | None = None,
     print_save_path: bool = True,
 ) -> ConversionReport:
-    """Convert a torch checkpoint into a MindSpore one through a weight map.
+    """Convert a checkpoint through a weight map (TroubleShooter: torch to MindSpore; any pair the map names).
 
     :param weight_map_path: the JSON map from :func:`get_weight_map` (or pass ``weight_map=``).
     :param pt_file_path: the ``.pth``/``.pt`` file: a state dict, a dict holding
@@ -144,16 +155,16 @@ def convert_weight(
     :param pth_para_dict: an already loaded ``{name: tensor}`` instead of
         ``pt_file_path`` (``pt_param_dict=``, TroubleShooter's spelling, works too).
     :param print_conv_info: print the conversion table.
-    :param format: ``"ckpt"`` or ``"safetensors"`` (MindSpore's safetensors).
+    :param format: the file format to write: ``"ckpt"``, ``"safetensors"``, or one a plugin
+        writes (``"pdparams"``); by default the one ``ms_file_save_path``'s suffix names, else ``"ckpt"``.
     :param trust_pickle: let ``torch.load`` unpickle arbitrary objects; only for trusted files.
     :return: the conversion table as data.
     :raises WeightMapError: when the map does not name exactly the file's
         tensors (the first twenty of each kind are listed); nothing is written then.
     """
     given = pth_para_dict if pth_para_dict is not None else pt_param_dict
-    if format not in ("ckpt", "safetensors"):
-        raise ValueError(f"convert_weight: format must be 'ckpt' or 'safetensors', not {format!r}")
     target = _check_output(ms_file_save_path, "ms_file_save_path")
+    format = _output_format(target, format, "ckpt", "convert_weight")
     mapping = _weight_map(weight_map_path, weight_map, "convert_weight")
     if given is not None:
         contents = _params_of(given, "pth_para_dict")
@@ -165,7 +176,9 @@ def convert_weight(
     if print_conv_info:
         print_report(report.table())
     if print_save_path:
-        log.info("the torch weights were converted for MindSpore and saved to %s", target)
+        log.info(
+            "the %s weights were converted for %s and saved to %s", mapping.source, mapping.target, target
+        )
     return report
 
 
@@ -176,22 +189,22 @@ def convert_weight_to_pt(
     *,
     ms_para_dict: Mapping[str, Any] | None = None,
     print_conv_info: bool = True,
-    format: str = "pth",
+    format: str | None = None,
     weight_map: object = None,
     strict: bool = True,
 ) -> ConversionReport:
-    """Convert a MindSpore checkpoint back into a torch state dict, through the same weight map.
+    """Convert a checkpoint back the other way through the same weight map (TroubleShooter: to torch).
 
     Entries the map dropped (BatchNorm's ``num_batches_tracked``) are not in
     the result; ``torch.nn.Module.load_state_dict`` fills them itself.
 
-    :param format: ``"pth"`` (a state dict for ``torch.load``) or ``"safetensors"``.
+    :param format: ``"pth"`` (a state dict for ``torch.load``), ``"safetensors"``, or one a plugin
+        writes; by default the one ``pt_file_save_path``'s suffix names, else ``"pth"``.
     :param strict: with ``False``, MindSpore entries the map does not name
         (optimizer moments, ``global_step``) are skipped instead of an error.
     """
-    if format not in ("pth", "safetensors"):
-        raise ValueError(f"convert_weight_to_pt: format must be 'pth' or 'safetensors', not {format!r}")
     target = _check_output(pt_file_save_path, "pt_file_save_path")
+    format = _output_format(target, format, "pth", "convert_weight_to_pt")
     mapping = _weight_map(weight_map_path, weight_map, "convert_weight_to_pt").inverse()
     if ms_para_dict is not None:
         contents = _params_of(ms_para_dict, "ms_para_dict")

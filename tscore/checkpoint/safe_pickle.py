@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import io
 import pickle
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import IO, Any
 
 # (module, name) pairs that only rebuild data
@@ -33,7 +33,7 @@ SAFE_GLOBALS: frozenset[tuple[str, str]] = frozenset(
         ("builtins", "frozenset"),
         ("builtins", "slice"),
         ("builtins", "range"),
-        ("_codecs", "encode"),
+        ("_codecs", "encode"),  # protocol 2 writes bytes through it
     }
 )
 
@@ -47,22 +47,37 @@ class UnsafePickleError(pickle.UnpicklingError):
 
 
 class _Restricted(pickle.Unpickler):
-    def __init__(self, stream: IO[bytes], allowed: frozenset[tuple[str, str]]) -> None:
-        super().__init__(stream)
+    def __init__(
+        self,
+        stream: IO[bytes],
+        allowed: frozenset[tuple[str, str]],
+        substitutes: Mapping[tuple[str, str], Callable[..., Any]],
+    ) -> None:
+        super().__init__(stream, encoding="latin1")
         self._allowed = allowed
+        self._substitutes = substitutes
 
     def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in self._substitutes:
+            return self._substitutes[(module, name)]
         if (module, name) not in self._allowed:
             raise UnsafePickleError(f"{module}.{name}")
         return super().find_class(module, name)
 
 
-def restricted_unpickle(source: bytes | IO[bytes], extra: Iterable[tuple[str, str]] = ()) -> Any:
+def restricted_unpickle(
+    source: bytes | IO[bytes],
+    extra: Iterable[tuple[str, str]] = (),
+    substitutes: Mapping[tuple[str, str], Callable[..., Any]] | None = None,
+) -> Any:
     """Unpickle ``source`` allowing only numpy arrays, scalars, containers and the ``extra`` globals.
 
     :param source: the pickle's bytes or a binary stream.
-    :param extra: more ``(module, name)`` globals that only rebuild data.
+    :param extra: more ``(module, name)`` globals that only rebuild data (``("builtins", "tuple")``).
+    :param substitutes: globals to replace by a function of the caller's, which must accept only
+        the data it expects and raise :class:`UnsafePickleError` for anything else (a framework
+        that pickles an array as ``eval("data", {"data": array})``).
     :raises UnsafePickleError: naming the first global that is not allowed.
     """
     stream = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source
-    return _Restricted(stream, SAFE_GLOBALS | frozenset(extra)).load()
+    return _Restricted(stream, SAFE_GLOBALS | frozenset(extra), substitutes or {}).load()

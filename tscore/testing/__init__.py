@@ -1,0 +1,1 @@
+"""Test suites that tscore ships for backend authors (they need pytest; tscore itself never imports them)."""
