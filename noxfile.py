@@ -1,7 +1,8 @@
 """Every way to install, test, lint and benchmark tscore.
 
-Plain ``nox`` runs lint and the four test sessions: the core with no framework
-installed, torch alone, MindSpore alone, and both together. ``nox -s example``
+Plain ``nox`` runs lint and the five test sessions: the core with no framework
+installed, torch alone, MindSpore alone, both together, and the PaddlePaddle
+backend beside torch. ``nox -s example``
 runs the bundled example; ``nox -s bench``, ``nox -s bench_compare`` and
 ``nox -s bench_checkpoint``, ``nox -s bench_netdiff`` the benchmarks.
 """
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import nox
 
-nox.options.sessions = ["lint", "core", "torch", "mindspore", "both"]
+nox.options.sessions = ["lint", "core", "torch", "mindspore", "both", "paddle"]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
 
@@ -21,6 +22,7 @@ CONSTRAINTS = ("-c", ".ci/constraints.txt")
 CORE = ".[test,fast]"
 TORCH_PLUGIN = "./plugins/ts_torch"
 MS_PLUGIN = "./plugins/ts_mindspore"
+PADDLE_PLUGIN = "./plugins/ts_paddle"
 # MindSpore 2.10 cannot compute gradients with numpy 2 (FRAMEWORKS.md).
 MS_NUMPY = "numpy>=1.25,<2"
 
@@ -42,6 +44,7 @@ def lint(session: nox.Session) -> None:
         "types-tqdm",
         "threadpoolctl",
         "ml_dtypes",
+        "pytest>=7.4",  # tscore.testing.conformance, the kit shipped for backend authors
     )
     session.run("ruff", "check", ".")
     session.run("mypy", "tscore")
@@ -52,11 +55,12 @@ def core(session: nox.Session) -> None:
     """The core with no framework installed; the plugins are present but must be skipped."""
     session.install(CORE)
     # The plugin packages without their frameworks: tscore must skip them with a warning.
-    session.install("--no-deps", TORCH_PLUGIN, MS_PLUGIN)
+    session.install("--no-deps", TORCH_PLUGIN, MS_PLUGIN, PADDLE_PLUGIN)
     session.run(
         "python",
         "-c",
-        "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) for m in ('torch', 'mindspore')))",
+        "import importlib.util as u, sys; "
+        "sys.exit(any(u.find_spec(m) for m in ('torch', 'mindspore', 'paddle')))",
         silent=True,
     )
     _pytest(session, "tests/core")
@@ -78,9 +82,16 @@ def mindspore(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def both(session: nox.Session) -> None:
-    """Both frameworks in one environment: every test, the cross-framework ones included."""
+    """Both frameworks in one environment: the torch and MindSpore tests and the cross-framework ones."""
     session.install(*CONSTRAINTS, CORE, TORCH_PLUGIN, MS_PLUGIN, MS_NUMPY)
-    _pytest(session, "tests")
+    _pytest(session, "tests/core", "tests/torch", "tests/mindspore", "tests/cross")
+
+
+@nox.session(python=PYTHON)
+def paddle(session: nox.Session) -> None:
+    """The PaddlePaddle backend beside torch: its conformance kit, torch/Paddle pairs, .pdparams files."""
+    session.install(*CONSTRAINTS, CORE, TORCH_PLUGIN, PADDLE_PLUGIN)
+    _pytest(session, "tests/paddle")
 
 
 @nox.session(python=PYTHON)

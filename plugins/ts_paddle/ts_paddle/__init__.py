@@ -1,0 +1,1 @@
+"""tscore backend for PaddlePaddle."""
