@@ -17,6 +17,7 @@ from torch import nn as tnn
 import tscore as ts
 from tscore.checkpoint.contents import CheckpointReadError
 from tscore.checkpoint.files import load_checkpoint
+from tscore.cli import main
 
 INPUT = (((2, 3, 8, 8), np.float32),)
 
@@ -104,6 +105,23 @@ def test_a_torch_state_dict_to_pdparams_and_back_is_bit_identical(tmp_path) -> N
     np.testing.assert_allclose(port(paddle.to_tensor(x)).numpy(), expected, rtol=1e-5, atol=1e-5)
     ts.migrator.convert_weight_to_pt(
         str(tmp_path / "map.json"), str(tmp_path / "net.pdparams"), str(tmp_path / "back.pth")
+    )
+    diff = ts.migrator.compare_pth_and_ckpt(
+        str(tmp_path / "map.json"), str(tmp_path / "net.pth"), str(tmp_path / "net.pdparams"), print_level=0
+    )
+    assert diff.passed and (diff.orig_label, diff.target_label) == ("torch", "paddle")
+    assert (
+        main(
+            [
+                "ckpt-diff",
+                str(tmp_path / "net.pth"),
+                str(tmp_path / "net.pdparams"),
+                "--map",
+                str(tmp_path / "map.json"),
+                "-q",
+            ]
+        )
+        == 0
     )
     back = torch.load(tmp_path / "back.pth", weights_only=True)
     original = net.state_dict()
