@@ -1,4 +1,4 @@
-"""The Backend base: ownership said once, only overridden capabilities registered, neutral dtypes and labels."""
+"""The Backend base: ownership said once, only overridden capabilities registered, neutral dtypes."""
 
 from __future__ import annotations
 
