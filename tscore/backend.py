@@ -42,8 +42,9 @@ from tscore.tensor_meta import FrameworkInfo, ModelInfo, TensorMeta
 
 log = logging.getLogger(__name__)
 
-# hook name -> the Backend method(s) a subclass must override for the hook to be registered
-HOOK_METHODS: dict[str, tuple[str, ...]] = {
+# hook name -> the Backend methods a subclass must override for the hook to be registered;
+# a tuple in the list is a choice: any one of its methods will do.
+HOOK_METHODS: dict[str, tuple[str | tuple[str, ...], ...]] = {
     "ts_is_tensor": ("tensor_types",),
     "ts_tensor_meta": ("tensor_types",),
     "ts_to_numpy": ("tensor_types", "to_numpy"),
@@ -54,12 +55,12 @@ HOOK_METHODS: dict[str, tuple[str, ...]] = {
     "ts_model_grads": ("model_types", "model_grads"),
     "ts_model_state": ("model_types", "model_state"),
     "ts_load_model_state": ("model_types", "load_model_state"),
-    "ts_layer_params": ("model_types", "named_layers"),
+    "ts_layer_params": ("model_types", ("layer_params", "named_layers")),
     "ts_named_layers": ("model_types", "named_layers"),
     "ts_install_module_hooks": ("model_types", "install_module_hooks"),
     "ts_run_forward": ("model_types", "run_forward"),
     "ts_load_checkpoint": ("load_checkpoint",),
-    "ts_checkpoint_suffixes": ("load_checkpoint",),
+    "ts_checkpoint_suffixes": (("load_checkpoint", "save_checkpoint"),),
     "ts_save_checkpoint": ("save_checkpoint",),
     "ts_weight_convention": ("weight_convention",),
     "ts_value_transforms": ("value_transforms",),
@@ -121,7 +122,13 @@ class Backend:
         needed = HOOK_METHODS.get(hook_name)
         if needed is None:
             return True
-        return all(getattr(cls, name) is not getattr(Backend, name) for name in needed)
+
+        def overridden(name: str) -> bool:
+            return getattr(cls, name) is not getattr(Backend, name)
+
+        return all(
+            overridden(need) if isinstance(need, str) else any(overridden(n) for n in need) for need in needed
+        )
 
     # ------------------------------------------------------------ methods to override
 
@@ -170,7 +177,10 @@ class Backend:
         raise NotImplementedError
 
     def layer_params(self, model: Any) -> Sequence[tuple[str, str, Sequence[str]]]:
-        """Answer ``ts_layer_params``; by default the layers of :meth:`named_layers` that own entries."""
+        """Answer ``ts_layer_params``; by default the layers of :meth:`named_layers` that own entries.
+
+        Override it, or :meth:`named_layers`, or both.
+        """
         out = []
         for layer in self.named_layers(model):
             if layer.params:

@@ -49,7 +49,6 @@ _ALIASES = {
     "bool_": "bool",
     "cfloat": "complex64",
     "cdouble": "complex128",
-    "complex32": "complex64",
 }
 _SQUASHED = {name.replace("_", ""): name for name in NEUTRAL_DTYPES}
 _PREFIX = re.compile(r"^[a-z_][a-z0-9_]*\.")

@@ -170,7 +170,7 @@ class _GradTarget:
         if hooked is None:
             raise UnsupportedObjectError(
                 f"save_grad: no loaded tscore plugin can hook the gradient of {type_name(tensor)}; "
-                "pass a torch or MindSpore tensor that takes part in a differentiated graph"
+                "pass a tensor of a loaded framework that takes part in a differentiated graph"
             )
         return hooked
 
@@ -197,7 +197,7 @@ def save_grad(file: str | os.PathLike[str] | None, data: Any, suffix: str = "bac
     :func:`save` uses, so the files sort in forward order.
 
     :param file: folder and name prefix, as for :func:`save`.
-    :param data: a torch or MindSpore tensor (PyNative or graph mode).
+    :param data: a tensor of any loaded framework that tracks gradients (MindSpore: PyNative or graph mode).
     :param suffix: appended to the name; ``"backward"`` by default.
     :return: a tensor equal to ``data`` that carries the hook: pass it to the
         next operation, or nothing is saved.

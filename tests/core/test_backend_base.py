@@ -109,3 +109,33 @@ def test_a_network_of_a_framework_without_layers_cannot_get_a_weight_map(cratefw
 )
 def test_every_framework_spelling_has_one_neutral_name(spelling: object, neutral: str) -> None:
     assert neutral_dtype(spelling) == neutral
+
+
+class ListingOnly(Backend):
+    framework = "listingfw"
+
+    def model_types(self) -> tuple[type, ...]:
+        return (CrateNet,)
+
+    def layer_params(self, model: object) -> list[tuple[str, str, list[str]]]:
+        return [("fc", "linear", ["weight"])]
+
+
+class WritingOnly(Backend):
+    framework = "writingfw"
+    checkpoint_kinds = ("wfw",)
+    checkpoint_suffixes = {".wfw": "wfw"}  # noqa: RUF012
+
+    def save_checkpoint(self, params: object, path: str, format: str) -> None:
+        raise NotImplementedError
+
+
+def test_a_capability_with_two_methods_is_registered_for_either() -> None:
+    for backend in (ListingOnly(), WritingOnly()):
+        name = ts.register_plugin(backend, backend.framework)
+        try:
+            hooks = set(get_plugin_manager().records[name].hooks)
+        finally:
+            ts.unregister_plugin(name)
+        expected = "ts_layer_params" if backend.framework == "listingfw" else "ts_checkpoint_suffixes"
+        assert expected in hooks, hooks

@@ -206,3 +206,42 @@ def test_ckpt_diff_and_convert_commands(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["ckpt-diff", str(a), str(tmp_path / "a.safetensors"), "-q"]) == 0
     assert main(["convert", str(tmp_path / "missing.ckpt"), str(tmp_path / "x.ckpt")]) == 2
     assert "missing.ckpt" in capsys.readouterr().err
+
+
+def test_a_converted_file_converts_back_through_the_inverse_map() -> None:
+    """A converted file lacks the dropped entries; the inverse map lists them and must not ask for them."""
+    forward = dataclasses.replace(MAP, target_only=("fc.weight",))
+    params, _ = convert_params(torch_like(), forward)
+    converted = CheckpointContents(path="net.ckpt", format="ckpt", params=params)
+    back_map = forward.inverse()
+    assert back_map.name_map["fc.weight"] is None and back_map.target_only == ("bn.num_batches_tracked",)
+    back, rows = convert_params(converted, back_map)  # strict: the map must fit the file
+    original = torch_like().params
+    assert list(back) == ["conv.weight", "bn.weight", "fc.bias"]
+    for name, array in back.items():
+        assert array.shape == original[name].shape and np.array_equal(array, original[name])
+    assert all(row.status is not ConversionStatus.SKIPPED for row in rows)
+
+
+def test_a_prefix_applies_to_target_only_entries_too() -> None:
+    forward = dataclasses.replace(MAP, target_only=("bn.num_batches_tracked",))
+    prefixed = customise(forward, "backbone")
+    assert prefixed.name_map["bn.weight"] == "backbone.bn.gamma"
+    assert prefixed.target_only == ("backbone.bn.num_batches_tracked",)
+
+
+@pytest.mark.parametrize(
+    ("transform", "message"),
+    [
+        ("unsqueeze()", "unsqueeze takes one axis"),
+        ("unsqueeze(1, 2)", "unsqueeze takes one axis"),
+        ("transpose(0, 0)", "transpose takes every axis once"),
+    ],
+)
+def test_a_map_with_a_malformed_transform_is_refused_when_read(
+    tmp_path: Path, transform: str, message: str
+) -> None:
+    path = tmp_path / "map.json"
+    path.write_text(json.dumps({"name_map": {"w": "w"}, "value_map": {"w": transform}}))
+    with pytest.raises(WeightMapError, match=rf"map\.json.*{message}"):
+        load_weight_map(path)

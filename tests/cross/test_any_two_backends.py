@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import tscore as ts
+import tscore.plugins
 from tests.cross.netdiff_nets import TorchCNN, ms_cnn, torch_net
 from tscore.checkpoint.weight_map import WeightMapError
 
@@ -35,7 +36,7 @@ def test_two_torch_networks_with_different_initial_weights_agree_once_loaded_by_
     assert weights.conversion is not None and {row.status.value for row in weights.conversion.rows} == {
         "consistent"
     }
-    assert (report.orig_label, report.target_label) == ("pt_net torch (cpu)", "ms_net torch (cpu)")
+    assert (report.orig_label, report.target_label) == ("orig torch (cpu)", "target torch (cpu)")
     assert "mindspore" not in text_of(report)
 
 
@@ -56,7 +57,7 @@ def test_two_mindspore_networks_name_the_planted_pooling_and_no_torch() -> None:
     assert report.weights is not None and report.weights.passed
     first = report.first_divergence
     assert first is not None and first.orig_path == "features.3" and first.orig_type == "MaxPool2d"
-    assert (report.orig_label, report.target_label) == ("pt_net mindspore (CPU)", "ms_net mindspore (CPU)")
+    assert (report.orig_label, report.target_label) == ("orig mindspore (CPU)", "target mindspore (CPU)")
     assert "torch" not in text_of(report)
 
 
@@ -108,3 +109,35 @@ def test_two_networks_with_nothing_in_common_say_so_in_the_weight_stage() -> Non
     assert report.weights is not None and not report.weights.passed
     assert "weights DIFFER" in report.weights.verdict()
     assert report.cases[0].failure is not None  # the Linear cannot take the image
+
+
+def test_a_mindspore_batchnorm3d_maps_to_torch_with_its_settings() -> None:
+    from mindspore import nn as mnn
+
+    net = mnn.SequentialCell(mnn.BatchNorm3d(4, eps=1e-3))
+    weight_map = ts.migrator.get_weight_map(net, target="torch")
+    assert weight_map.name_map["0.bn2d.gamma"] == "0.weight"
+    assert weight_map.name_map["0.bn2d.moving_variance"] == "0.running_var"
+    assert weight_map.target_only == ("0.num_batches_tracked",)
+    layers = {layer.path: layer for layer in tscore.plugins.hook().ts_named_layers(model=net)}
+    assert layers["0"].config["eps"] == pytest.approx(1e-3)
+
+
+def test_mindspore_to_torch_files_and_back_again(tmp_path) -> None:
+    import mindspore as ms
+
+    net = ms_cnn()
+    ms.save_checkpoint(net, str(tmp_path / "net.ckpt"))
+    weight_map = ts.migrator.get_weight_map(net, str(tmp_path / "map.json"), ms_net=torch_net(0, TorchCNN))
+    ts.migrator.convert_weight(
+        str(tmp_path / "map.json"), str(tmp_path / "net.ckpt"), str(tmp_path / "net.pth")
+    )
+    state = torch.load(tmp_path / "net.pth", weights_only=True)
+    assert "features.1.running_var" in state and "features.1.num_batches_tracked" not in state
+    torch_net(0, TorchCNN).load_state_dict(state, strict=False)
+    ts.migrator.convert_weight_to_pt(
+        str(tmp_path / "map.json"), str(tmp_path / "net.pth"), str(tmp_path / "back.ckpt")
+    )
+    assert weight_map.inverse().target == "mindspore"
+    diff = ts.migrator.compare_ms_ckpt(str(tmp_path / "net.ckpt"), str(tmp_path / "back.ckpt"), print_level=0)
+    assert diff.passed and len(diff.value_rows) == len(state)

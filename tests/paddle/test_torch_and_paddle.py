@@ -127,7 +127,8 @@ def test_a_torch_state_dict_to_pdparams_and_back_is_bit_identical(tmp_path) -> N
     original = net.state_dict()
     assert set(back) == set(original) - {"bn.num_batches_tracked"}
     for name, tensor in back.items():
-        assert tensor.dtype == original[name].dtype and torch.equal(tensor, original[name]), name
+        assert tensor.dtype == original[name].dtype, name
+        assert tensor.numpy().tobytes() == original[name].numpy().tobytes(), name  # -0.0 and NaN bits too
 
 
 def test_pdparams_written_by_paddle_keep_bfloat16_and_list_what_is_not_a_tensor(tmp_path) -> None:
@@ -168,3 +169,54 @@ def test_loading_the_plugin_or_seeding_imports_no_paddle() -> None:
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "False"
+
+
+class TorchRNN(tnn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = tnn.LSTM(4, 6, num_layers=2, batch_first=True, bidirectional=True)
+        self.head = tnn.Linear(12, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.lstm(x)[0][:, -1])
+
+
+class PaddleRNN(pnn.Layer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = pnn.LSTM(4, 6, num_layers=2, direction="bidirect")
+        self.head = pnn.Linear(12, 3)
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        return self.head(self.lstm(x)[0][:, -1])
+
+
+def test_recurrent_weights_convert_both_ways_although_paddle_lists_them_twice(tmp_path) -> None:
+    paddle.seed(1)
+    port = PaddleRNN()
+    port.eval()
+    paddle.save(port.state_dict(), str(tmp_path / "rnn.pdparams"))  # holds 0.cell_fw.* aliases as well
+    weight_map = ts.migrator.get_weight_map(port, ms_net=TorchRNN())
+    report = ts.migrator.convert_weight(
+        weight_map=weight_map,
+        pt_file_path=str(tmp_path / "rnn.pdparams"),
+        ms_file_save_path=str(tmp_path / "rnn.pth"),
+        print_conv_info=False,
+    )
+    skipped = [row.source_name for row in report.rows if row.status.value == "skipped"]
+    assert len(skipped) == 16 and all(".cell_" in name for name in skipped)
+    net = TorchRNN().eval()
+    net.load_state_dict(torch.load(tmp_path / "rnn.pth", weights_only=True))  # strict: every entry
+    x = np.random.default_rng(2).standard_normal((2, 5, 4)).astype(np.float32)
+    with torch.no_grad():
+        expected = net(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(port(paddle.to_tensor(x)).numpy(), expected, rtol=1e-5, atol=1e-6)
+    assert find_rnn(net, PaddleRNN()).passed
+
+
+def find_rnn(a: object, b: object) -> ts.migrator.NetDiffReport:
+    report = ts.migrator.NetDifferenceFinder(a, b, print_level=0).compare(
+        auto_inputs=(((2, 5, 4), np.float32),)
+    )
+    assert report.weights is not None and report.weights.passed, report.render()
+    return report

@@ -57,12 +57,16 @@ def add_convert(commands: Any) -> None:
     parser.add_argument(
         "--map", metavar="MAP", help="weight map JSON from get_weight_map (tscore or TroubleShooter)"
     )
-    parser.add_argument("--reverse", action="store_true", help="apply the map backwards: MindSpore to torch")
+    parser.add_argument(
+        "--reverse", action="store_true", help="apply the map backwards: its target framework to its source"
+    )
     parser.add_argument(
         "--format", choices=("ckpt", "safetensors", "pth"), help="output format (default: DST suffix)"
     )
     parser.add_argument(
-        "--trust-pickle", action="store_true", help="let torch.load unpickle objects (trusted files)"
+        "--trust-pickle",
+        action="store_true",
+        help="let a pickled file (.pth, .pdparams) run code (trusted files)",
     )
     parser.add_argument("--non-strict", action="store_true", help="skip entries the map does not name")
     parser.add_argument(
@@ -103,10 +107,12 @@ def add_ckpt_diff(commands: Any, non_negative: Callable[[str], float]) -> None:
     parser = commands.add_parser(
         "ckpt-diff",
         help="compare two checkpoints' shapes and values (exit 0: all agree, 1: not)",
-        description="Compare two checkpoints as ts.migrator.compare_ms_ckpt does; with --map, a torch file "
-        "against a MindSpore one as compare_pth_and_ckpt does.",
+        description="Compare two checkpoints as ts.migrator.compare_ms_ckpt does; with --map, checkpoints "
+        "of two frameworks (the map's source, then its target) as compare_pth_and_ckpt does.",
     )
-    parser.add_argument("orig", metavar="A", help="first checkpoint (the torch file with --map)")
+    parser.add_argument(
+        "orig", metavar="A", help="first checkpoint (with --map: of the map's source framework)"
+    )
     parser.add_argument("target", metavar="B", help="second checkpoint")
     parser.add_argument("--map", metavar="MAP", help="weight map JSON: rename A's entries before pairing")
     parser.add_argument("--no-values", action="store_true", help="compare names and shapes only")
@@ -115,7 +121,9 @@ def add_ckpt_diff(commands: Any, non_negative: Callable[[str], float]) -> None:
     parser.add_argument("--equal-nan", action="store_true", help="count NaN against NaN as equal")
     parser.add_argument("--only-failed", action="store_true", help="print only the differences")
     parser.add_argument(
-        "--trust-pickle", action="store_true", help="let torch.load unpickle objects (trusted files)"
+        "--trust-pickle",
+        action="store_true",
+        help="let a pickled file (.pth, .pdparams) run code (trusted files)",
     )
     parser.add_argument("--json", metavar="FILE", help="also write the comparison as JSON ('-': stdout only)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print no table")

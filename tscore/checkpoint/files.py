@@ -30,10 +30,14 @@ SUFFIX_KINDS = {
     ".pt": "pth",
     ".bin": "pth",
     ".tar": "pth",
+    ".pdparams": "pdparams",  # a pickle too: known here so that it is never handed to torch.load
 }
-# The framework whose checkpoints each kind usually holds ("" for either).
-KIND_FRAMEWORK = {"ckpt": "mindspore", "safetensors": "", "pth": "torch"}
-_PLUGIN_PACKAGE = {"torch": "ts_torch (pip install tscore[torch])"}
+# The framework whose checkpoints each kind usually holds ("" for either), and its plugin, for hints.
+KIND_FRAMEWORK = {"ckpt": "mindspore", "safetensors": "", "pth": "torch", "pdparams": "paddle"}
+_PLUGIN_PACKAGE = {
+    "torch": "ts_torch (pip install tscore[torch])",
+    "paddle": "ts_paddle (pip install tscore[paddle])",
+}
 
 
 def suffix_kinds() -> dict[str, str]:
@@ -86,7 +90,7 @@ def load_checkpoint(path: PathLike, *, trust_pickle: bool = False) -> Checkpoint
         if framework in _PLUGIN_PACKAGE:
             hint = f"install the {framework} plugin, {_PLUGIN_PACKAGE[framework]}, and {framework} itself"
         else:
-            hint = "tscore reads .ckpt, .safetensors, and .pth/.pt with the torch plugin"
+            hint = "tscore reads .ckpt and .safetensors, and other kinds through their framework's plugin"
         raise CheckpointReadError(
             f"no installed plugin reads {name!r} (kind {kind or 'unknown'}): {hint}", path=name
         )
@@ -122,6 +126,7 @@ def save_checkpoint(
     chosen = format_of(name, format)
     written = hook().ts_save_checkpoint(params=params, path=name, format=chosen, framework=framework)
     if not written:
-        hint = f"; install {_PLUGIN_PACKAGE['torch']}" if chosen == "pth" else ""
+        framework = KIND_FRAMEWORK.get(chosen, "")
+        hint = f"; install {_PLUGIN_PACKAGE[framework]}" if framework in _PLUGIN_PACKAGE else ""
         raise UnsupportedObjectError(f"no installed plugin writes {chosen!r} checkpoints ({name!r}){hint}")
     return name

@@ -5,7 +5,9 @@ run code. :func:`restricted_unpickle` lets through only what rebuilds numpy
 arrays, numpy scalars and Python containers, plus globals a caller names, and
 refuses every other with an error naming it: the same promise as
 ``torch.load(weights_only=True)``, for frameworks whose files are plain
-pickles (PaddlePaddle's ``.pdparams``).
+pickles (PaddlePaddle's ``.pdparams``). Arrays are only ever built the way
+numpy's own pickles build them, empty and then filled from the file's bytes,
+so a crafted file cannot hand out uninitialised memory either.
 """
 
 from __future__ import annotations
@@ -15,14 +17,13 @@ import pickle
 from collections.abc import Callable, Iterable, Mapping
 from typing import IO, Any
 
+import numpy as np
+
 # (module, name) pairs that only rebuild data
 SAFE_GLOBALS: frozenset[tuple[str, str]] = frozenset(
     {
-        ("numpy", "ndarray"),
         ("numpy", "dtype"),
-        ("numpy.core.multiarray", "_reconstruct"),
         ("numpy.core.multiarray", "scalar"),
-        ("numpy._core.multiarray", "_reconstruct"),
         ("numpy._core.multiarray", "scalar"),
         ("numpy.core.numeric", "_frombuffer"),
         ("numpy._core.numeric", "_frombuffer"),
@@ -44,6 +45,40 @@ class UnsafePickleError(pickle.UnpicklingError):
     def __init__(self, name: str) -> None:
         super().__init__(f"the pickle calls {name}, which is not array data")
         self.name = name
+
+
+def _numpy_reconstruct() -> Callable[..., Any]:
+    try:
+        from numpy._core.multiarray import _reconstruct  # type: ignore[attr-defined]
+    except ImportError:  # numpy 1.x
+        from numpy.core.multiarray import _reconstruct  # type: ignore[attr-defined,no-redef]
+    return _reconstruct  # type: ignore[no-any-return]
+
+
+class _ArrayType:
+    """Stands for ``numpy.ndarray`` in a pickle: an argument of ``_reconstruct``, never to be called.
+
+    Called, ``ndarray(shape)`` would hand out uninitialised memory (whatever the
+    process held there before), which a converted checkpoint would then write out.
+    """
+
+    def __new__(cls, *args: object, **kwargs: object) -> _ArrayType:
+        raise UnsafePickleError("numpy.ndarray() (an array of uninitialised memory)")
+
+
+def _empty_array(subtype: object, shape: Any, dtype: object) -> np.ndarray:
+    """Begin an array as numpy's own pickles do: empty, to be filled from the file's bytes (BUILD)."""
+    if subtype not in (_ArrayType, np.ndarray) or tuple(shape) != (0,):
+        raise UnsafePickleError(f"numpy _reconstruct of shape {shape!r} (uninitialised memory)")
+    return _numpy_reconstruct()(np.ndarray, (0,), dtype)  # type: ignore[no-any-return]
+
+
+# numpy's array pickles call these; the stand-ins build only what the file's bytes fill
+ARRAY_SUBSTITUTES: dict[tuple[str, str], Callable[..., Any]] = {
+    ("numpy", "ndarray"): _ArrayType,
+    ("numpy.core.multiarray", "_reconstruct"): _empty_array,
+    ("numpy._core.multiarray", "_reconstruct"): _empty_array,
+}
 
 
 class _Restricted(pickle.Unpickler):
@@ -80,4 +115,5 @@ def restricted_unpickle(
     :raises UnsafePickleError: naming the first global that is not allowed.
     """
     stream = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source
-    return _Restricted(stream, SAFE_GLOBALS | frozenset(extra), substitutes or {}).load()
+    allowed = SAFE_GLOBALS | frozenset(extra)
+    return _Restricted(stream, allowed, {**ARRAY_SUBSTITUTES, **(substitutes or {})}).load()

@@ -34,24 +34,31 @@ class ValueTransform:
     :ivar apply: ``apply(array, args)`` with the integer arguments of the spelling.
     :ivar inverse: ``inverse(args)`` returns the spelling of the transform that
         undoes it (``"squeeze(2)"`` for ``unsqueeze`` with ``(2,)``).
+    :ivar check: ``check(args)`` returns what is wrong with the arguments, or ``""``;
+        a map with bad arguments is refused when it is read, not half way through a conversion.
     """
 
     apply: Callable[[np.ndarray, tuple[int, ...]], np.ndarray]
     inverse: Callable[[tuple[int, ...]], str]
+    check: Callable[[tuple[int, ...]], str] = lambda args: ""
 
 
-def _one_axis(name: str, args: tuple[int, ...]) -> int:
-    if len(args) != 1:
-        raise TransformError(f"{name} takes one axis, not {len(args)} arguments")
-    return args[0]
+def _one_axis(args: tuple[int, ...]) -> str:
+    return "" if len(args) == 1 and args[0] >= 0 else "takes one axis, counted from 0"
+
+
+def _permutation(args: tuple[int, ...]) -> str:
+    if len(args) >= 2 and sorted(args) == list(range(len(args))):
+        return ""
+    return "takes every axis once, 0 to n-1 in a new order"
 
 
 def _unsqueeze(array: np.ndarray, args: tuple[int, ...]) -> np.ndarray:
-    return np.expand_dims(array, _one_axis("unsqueeze", args))
+    return np.expand_dims(array, args[0])
 
 
 def _squeeze(array: np.ndarray, args: tuple[int, ...]) -> np.ndarray:
-    axis = _one_axis("squeeze", args)
+    axis = args[0]
     if array.ndim <= axis or array.shape[axis] != 1:
         raise TransformError(f"squeeze({axis}) needs a size-1 axis {axis}, the array has shape {array.shape}")
     return np.squeeze(array, axis)
@@ -71,9 +78,9 @@ def _transpose_inverse(args: tuple[int, ...]) -> str:
 
 
 BUILTIN: dict[str, ValueTransform] = {
-    "unsqueeze": ValueTransform(_unsqueeze, lambda args: f"squeeze({args[0]})"),
-    "squeeze": ValueTransform(_squeeze, lambda args: f"unsqueeze({args[0]})"),
-    "transpose": ValueTransform(_transpose, _transpose_inverse),
+    "unsqueeze": ValueTransform(_unsqueeze, lambda args: f"squeeze({args[0]})", _one_axis),
+    "squeeze": ValueTransform(_squeeze, lambda args: f"unsqueeze({args[0]})", _one_axis),
+    "transpose": ValueTransform(_transpose, _transpose_inverse, _permutation),
 }
 
 # TroubleShooter writes its value map as dotted names of its own functions.
@@ -117,6 +124,9 @@ def parse(step: str) -> tuple[str, tuple[int, ...]]:
         names = ", ".join(f"{name}(...)" for name in table)
         raise TransformError(f"unknown value transform {step!r}; a weight map may use: {names}")
     args = tuple(int(a) for a in match.group(2).split(",")) if match.group(2) else ()
+    problem = table[match.group(1)].check(args)
+    if problem:
+        raise TransformError(f"value transform {step.strip()!r}: {match.group(1)} {problem}")
     return match.group(1), args
 
 

@@ -277,7 +277,8 @@ def customise(
             )
         kept = {k: str(changed[k]) for k in kept}
     name_map = {k: kept.get(k) for k in weight_map.name_map}
-    return replace(weight_map, name_map=name_map)
+    target_only = tuple(f"{prefix}.{n}" for n in weight_map.target_only) if prefix else weight_map.target_only
+    return replace(weight_map, name_map=name_map, target_only=target_only)
 
 
 def _check_names(value: object, what: str, path: str) -> dict[str, Any]:

@@ -178,11 +178,11 @@ class NetDifferenceFinder:
         """How reports name the two sides: ``("torch (cpu)", "mindspore (CPU)")``.
 
         Two sides that would read the same (two torch networks on the CPU) are told apart as
-        ``pt_net torch (cpu)`` and ``ms_net torch (cpu)``.
+        ``orig torch (cpu)`` and ``target torch (cpu)``.
         """
         orig, target = self.orig_info.label(), self.target_info.label()
         if orig == target:
-            return f"pt_net {orig}", f"ms_net {target}"
+            return f"orig {orig}", f"target {target}"
         return orig, target
 
     def weight_map(self) -> WeightMap:

@@ -41,7 +41,7 @@ def _array(item: object, where: str) -> np.ndarray:
     if is_tensor(item):
         return to_numpy(item, copy=True)
     raise UnsupportedObjectError(
-        f"{where} is a {type(item).__name__}; give a torch tensor, a MindSpore tensor, a numpy array "
+        f"{where} is a {type(item).__name__}; give a tensor of a loaded framework, a numpy array "
         "or the path of a .npy file"
     )
 

@@ -173,7 +173,9 @@ def convert_and_load(
     orig: object, target: object, weight_map: WeightMap, labels: tuple[str, str]
 ) -> tuple[ConversionReport, LoadResult]:
     """Convert the orig network's state through ``weight_map`` in memory; load it into the target one."""
-    state = CheckpointContents(path="pt_net", format="state_dict", params=model_state(orig, "pt_net"))
+    state = CheckpointContents(
+        path=f"{labels[0]} network", format="state_dict", params=model_state(orig, "pt_net")
+    )
     params, rows = convert_params(state, weight_map, strict=False)
     report = ConversionReport(
         source_file=state.path,
@@ -195,8 +197,12 @@ def compare_states(
     tolerances: tuple[float, float, bool],
 ) -> CheckpointDiff:
     """Compare the orig state, renamed through the map, with the target network's own state."""
-    orig_side = CheckpointContents(path="pt_net", format="state_dict", params=model_state(orig, "pt_net"))
-    target_side = CheckpointContents(path="ms_net", format="state_dict", params=model_state(target, "ms_net"))
+    orig_side = CheckpointContents(
+        path=f"{labels[0]} network", format="state_dict", params=model_state(orig, "pt_net")
+    )
+    target_side = CheckpointContents(
+        path=f"{labels[1]} network", format="state_dict", params=model_state(target, "ms_net")
+    )
     return diff_through_map(
         orig_side,
         target_side,

@@ -96,6 +96,21 @@ def _sample(dtype: str) -> np.ndarray:
     return np.array([1.5, -0.0, -2.25, np.inf, np.nan, 3e-3], dtype=np.float32).astype(target)
 
 
+def _fitting_array(spec: str) -> np.ndarray:
+    """Make an array of distinct values, of the first rank (1 to 6) that ``spec`` applies to."""
+    for rank in range(1, 7):
+        shape = tuple(range(2, 2 + rank))
+        array = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+        for size_one in (None, *range(rank)):  # squeeze needs a size-1 axis somewhere
+            candidate = array if size_one is None else np.expand_dims(array.take(0, size_one), size_one)
+            try:
+                transforms.apply(spec, candidate)
+            except transforms.TransformError:
+                continue
+            return candidate
+    raise AssertionError(f"no array of rank 1 to 6 fits the transform {spec!r}")
+
+
 class BackendConformance:
     """Mix-in of the tests every backend passes; a subclass supplies ``framework`` and the factories.
 
@@ -263,6 +278,9 @@ class BackendConformance:
         for neutral, spec in answer.get("transforms", {}).items():
             undo = transforms.inverse(spec)
             assert transforms.compose(spec, undo) is None, f"{kind}.{neutral}: {spec} then {undo}"
+            array = _fitting_array(spec)
+            back = transforms.apply(undo, transforms.apply(spec, array))
+            assert back.shape == array.shape and np.array_equal(back, array), f"{kind}.{neutral}: {spec}"
 
     def test_a_network_maps_to_its_own_framework_by_name(self) -> None:
         """Two networks of one framework need no renaming and no transform."""
@@ -301,12 +319,18 @@ class BackendConformance:
         hook().ts_run_forward(model=network, args=inputs, kwargs={}, train=False)
         assert len(recorder.entered) == calls, "hooks still fire after remove()"
 
-    def test_run_forward_restores_every_layer_mode(self) -> None:
-        """A forward in train mode leaves every layer in the mode it had."""
+    def test_run_forward_runs_in_the_asked_mode_and_restores_every_layer_mode(self) -> None:
+        """Train mode updates the BatchNorm statistics, eval mode does not; every layer keeps its mode."""
         network = self.make_network()
         layers = [layer.layer for layer in hook().ts_named_layers(model=network)]
         modes = {id(layer): getattr(layer, "training", None) for layer in layers}
+        before = hook().ts_model_state(model=network)
+        hook().ts_run_forward(model=network, args=self._inputs(), kwargs={}, train=False)
+        after_eval = hook().ts_model_state(model=network)
+        assert all(np.array_equal(before[n], after_eval[n]) for n in before), "eval mode changed the state"
         hook().ts_run_forward(model=network, args=self._inputs(), kwargs={}, train=True)
+        after_train = hook().ts_model_state(model=network)
+        assert any(not np.array_equal(before[n], after_train[n]) for n in before), "train mode was not used"
         assert {id(layer): getattr(layer, "training", None) for layer in layers} == modes
 
     def _inputs(self) -> tuple[np.ndarray, ...]:

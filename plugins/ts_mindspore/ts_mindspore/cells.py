@@ -131,8 +131,9 @@ def cell_config(cell: Any, kind: str) -> dict[str, Any]:
             "padding": _padding(cell, dims),
         }
     if kind.startswith("batchnorm"):
+        norm = cell if hasattr(cell, "eps") else cell.bn2d  # BatchNorm3d keeps its settings in bn2d
         # MindSpore keeps 1 - momentum: the weight of the new batch, as torch means momentum
-        return {"eps": float(cell.eps), "momentum": round(float(cell.momentum), 12)}
+        return {"eps": float(norm.eps), "momentum": round(float(norm.momentum), 12)}
     if kind == "layernorm":
         return {"eps": float(cell.epsilon)}
     if kind == "groupnorm" or kind.startswith("instancenorm"):
@@ -170,6 +171,30 @@ def named_layers(net: Any) -> list[LayerInfo]:
             )
         )
     return layers
+
+
+# Layers whose weights live in a child cell, and which the weight conventions name as a whole
+# (nn.BatchNorm3d keeps a BatchNorm2d called bn2d: "bn2d.gamma" belongs to the 3-d layer).
+_OWN_THEIR_CHILDREN = ("batchnorm3d",)
+
+
+def layer_params(net: Any) -> list[tuple[str, str, list[str]]]:
+    """List the weight-owning layers as ``(path, kind, local names)``; a BatchNorm3d owns its ``bn2d``."""
+    out: list[tuple[str, str, list[str]]] = []
+    owners: dict[str, list[str]] = {}
+    for layer in named_layers(net):
+        owner = next((p for p in owners if layer.path.startswith(p + ".")), None)
+        if owner is not None:
+            owners[owner] += [name.removeprefix(owner + ".") for name in layer.params]
+            continue
+        prefix = f"{layer.path}." if layer.path else ""
+        local = [name.removeprefix(prefix) for name in layer.params]
+        if layer.kind in _OWN_THEIR_CHILDREN:
+            owners[layer.path] = local
+            out.append((layer.path, layer.kind, local))
+        elif local:
+            out.append((layer.path, layer.kind, local))
+    return [entry for entry in out if entry[2]]
 
 
 def _pynative() -> Callable[[], None]:

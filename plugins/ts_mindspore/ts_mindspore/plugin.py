@@ -174,6 +174,12 @@ class MindSporeBackend(Backend):
 
         return weight_convention(kind)
 
+    def layer_params(self, model: Any) -> Sequence[tuple[str, str, Sequence[str]]]:
+        """List the weight-owning cells; a BatchNorm3d owns its ``bn2d`` cell's parameters."""
+        from ts_mindspore.cells import layer_params
+
+        return layer_params(model)
+
     def named_layers(self, model: Any) -> list[LayerInfo]:
         """List every cell with its kind, own parameters and settings."""
         from ts_mindspore.cells import named_layers

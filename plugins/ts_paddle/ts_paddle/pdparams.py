@@ -12,6 +12,7 @@ refused unless the caller trusts it.
 from __future__ import annotations
 
 import pickle
+import re
 from collections.abc import Mapping
 from typing import Any, BinaryIO
 
@@ -31,6 +32,30 @@ NAMES_KEY = "StructuredToParameterName@@"
 SPLIT_KEY = "UnpackBigParamInfor@@"
 STATE_DICT_KEYS = ("state_dict", "model_state_dict", "model", "net", "network", "params")
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+
+
+_MALFORMED = (ValueError, TypeError, AttributeError, IndexError, KeyError)
+# Paddle's LSTM/GRU/SimpleRNN state lists each weight twice: "lstm.weight_ih_l0" and "lstm.0.cell.weight_ih"
+# (bidirectional: "lstm.0.cell_fw.weight_ih" for "weight_ih_l0", "cell_bw" for "weight_ih_l0_reverse").
+_RNN_ALIAS = re.compile(
+    r"^(?P<layer>(?:.+\.)?)(?P<index>\d+)\.(?P<cell>cell|cell_fw|cell_bw)\.(?P<name>(?:weight|bias)_(?:ih|hh))$"
+)
+
+
+def _alias_of(name: str, state: Mapping[str, object]) -> str | None:
+    """Return the flat name a recurrent layer's per-cell alias stands for, when the state has it."""
+    found = _RNN_ALIAS.match(name)
+    if found is None:
+        return None
+    suffix = "_reverse" if found["cell"] == "cell_bw" else ""
+    flat = f"{found['layer']}{found['name']}_l{found['index']}{suffix}"
+    return flat if flat in state else None
+
+
+def _unreadable(path: str, exc: BaseException) -> CheckpointReadError:
+    return CheckpointReadError(
+        f"{path}: not a readable .pdparams file ({type(exc).__name__}: {exc})", path=path
+    )
 
 
 def _eval_data(source: object, scope: object = None, _locals: object = None) -> np.ndarray:
@@ -56,10 +81,8 @@ def _load(path: str, trust: bool) -> Any:
                 "--trust-pickle), or load it with paddle.load and pass the state dict",
                 path=path,
             ) from None
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError) as exc:
-        raise CheckpointReadError(
-            f"{path}: not a readable .pdparams file ({type(exc).__name__}: {exc})", path=path
-        ) from exc
+    except (pickle.UnpicklingError, EOFError, MemoryError, *_MALFORMED) as exc:
+        raise _unreadable(path, exc) from exc
     import paddle
 
     return paddle.load(path, return_numpy=True)
@@ -107,7 +130,16 @@ def _state(path: str, loaded: object, skipped: dict[str, str]) -> Mapping[str, o
 def read_pdparams(path: str, trust: bool) -> CheckpointContents:
     """Read a ``.pdparams`` file into numpy arrays, noting every entry that is not a tensor."""
     out = CheckpointContents(path=path, format="pdparams")
-    for name, value in _state(path, _load(path, trust), out.skipped).items():
+    loaded = _load(path, trust)
+    try:
+        state = _state(path, loaded, out.skipped)
+    except _MALFORMED as exc:
+        raise _unreadable(path, exc) from exc
+    for name, value in state.items():
+        alias = _alias_of(str(name), state)
+        if alias is not None:
+            out.skipped[str(name)] = f"the same tensor as {alias} (Paddle's recurrent layers list each twice)"
+            continue
         array = _array(value)
         if array is None:
             out.skipped[str(name)] = _describe(value)
