@@ -41,7 +41,9 @@ __all__ = [
     "from_numpy",
     "hookimpl",
     "is_tensor",
+    "dump",
     "migrator",
+    "ptdbg",
     "register_plugin",
     "reset_save_id",
     "save",
@@ -54,7 +56,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from tscore import migrator
+    from tscore import dump, migrator, ptdbg
     from tscore.saving import save, save_grad
 
 _PREPARED_FUNCTIONS = ("save", "save_grad")
@@ -63,15 +65,16 @@ _PREPARED_FUNCTIONS = ("save", "save_grad")
 def __getattr__(name: str) -> object:
     """Resolve the names that need more than the import.
 
-    ``migrator`` imports the compare engine (tqdm, its workers) on first use.
+    ``migrator`` imports the compare engine (tqdm, its workers) on first use;
+    ``dump`` and ``ptdbg`` the dump engine.
     ``save`` and ``save_grad`` load the plugins first, so every framework has
     been prepared for them (``ts_prepare_runtime``) before a compiler meets
     them in a user's network.
     """
-    if name == "migrator":
-        import tscore.migrator
+    if name in ("migrator", "dump", "ptdbg"):
+        import importlib
 
-        return tscore.migrator
+        return importlib.import_module(f"tscore.{name}")
     if name in _PREPARED_FUNCTIONS:
         from tscore import saving
         from tscore.plugins import get_plugin_manager

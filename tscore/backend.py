@@ -66,6 +66,10 @@ HOOK_METHODS: dict[str, tuple[str | tuple[str, ...], ...]] = {
     "ts_value_transforms": ("value_transforms",),
     "ts_seed_all": ("seed",),
     "ts_prepare_runtime": ("prepare_runtime",),
+    "ts_install_api_hooks": ("install_api_hooks",),
+    "ts_tensor_stats": ("tensor_types", "tensor_stats"),
+    "ts_tensor_key": ("tensor_types", "tensor_key"),
+    "ts_current_rank": ("current_rank",),
 }
 
 
@@ -224,6 +228,22 @@ class Backend:
         """Answer ``ts_prepare_runtime``: tell your framework how to treat tscore's functions."""
         raise NotImplementedError
 
+    def install_api_hooks(self, recorder: Any) -> HookHandles:
+        """Answer ``ts_install_api_hooks``: report every API call to ``recorder`` (framework imported)."""
+        raise NotImplementedError
+
+    def tensor_stats(self, tensor: Any) -> Any:
+        """Answer ``ts_tensor_stats``: max, min, mean, L2 norm on the tensor's device."""
+        raise NotImplementedError
+
+    def tensor_key(self, tensor: Any) -> Any:
+        """Answer ``ts_tensor_key``: a value that changes when the tensor's contents may have changed."""
+        raise NotImplementedError
+
+    def current_rank(self) -> int | None:
+        """Answer ``ts_current_rank``: the distributed rank when your framework knows it."""
+        raise NotImplementedError
+
     # ------------------------------------------------------------ the hooks
 
     @hookimpl
@@ -361,6 +381,26 @@ class Backend:
             return None
         self.seed(seed, deterministic)
         return self.framework
+
+    @hookimpl
+    def ts_install_api_hooks(self, recorder: Any) -> HookHandles | None:
+        """Report your framework's API calls to ``recorder``, when the user imported it."""
+        return self.install_api_hooks(recorder) if self.imported() is not None else None
+
+    @hookimpl
+    def ts_tensor_stats(self, tensor: object) -> Any:
+        """Summarise one of your tensors on its device."""
+        return self.tensor_stats(tensor) if self.owns_tensor(tensor) else None
+
+    @hookimpl
+    def ts_tensor_key(self, tensor: object) -> Any:
+        """Say when one of your tensors may have changed."""
+        return self.tensor_key(tensor) if self.owns_tensor(tensor) else None
+
+    @hookimpl
+    def ts_current_rank(self) -> int | None:
+        """Give the distributed rank, when your framework is imported and knows it."""
+        return self.current_rank() if self.imported() is not None else None
 
     @hookimpl
     def ts_prepare_runtime(self, runtime: Runtime) -> None:

@@ -16,6 +16,9 @@ values (a torch file against a MindSpore one through ``--map``).
 its MindSpore twin as ``ts.migrator.NetDifferenceFinder`` does and names the
 first layer that differs (exit 2 also when a network fails to run).
 
+``tscore dump-info DIR`` says what a dump holds: steps, ranks, records,
+APIs, tensor files and bytes.
+
 Exit status: 0 on success (for ``compare`` and ``ckpt-diff``: everything
 within tolerance), 1 when a comparison found a difference, 2 on a usage error
 or bad input.
@@ -36,6 +39,7 @@ from tscore import __version__
 from tscore.checkpoint import cli_commands
 from tscore.compare.engine import MATCH_STRATEGIES, compare_npy_dir
 from tscore.compare.kernels import KERNEL_NAMES
+from tscore.dump import cli_command as dump_cli
 from tscore.errors import TscoreError
 from tscore.netdiff import cli_command
 from tscore.plugins import get_plugin_manager
@@ -183,6 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_commands.add_convert(commands)
     cli_commands.add_ckpt_diff(commands, _non_negative)
     cli_command.add_diff(commands, _non_negative, _positive_int)
+    dump_cli.add_dump_info(commands)
     return parser
 
 

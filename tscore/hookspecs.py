@@ -428,6 +428,61 @@ def ts_prepare_runtime(runtime: Runtime) -> None:
     """
 
 
+@hookspec
+def ts_install_api_hooks(recorder: object) -> HookHandles | None:
+    """Start reporting every API call of your framework to ``recorder``, until the handles are removed.
+
+    Collecting hook: each backend whose framework is imported answers with a
+    :class:`tscore.module_hooks.HookHandles` whose ``remove()`` undoes
+    everything it installed (and leaves nothing patched, checked by identity);
+    a backend whose framework is not imported returns ``None``. For each call
+    made at the top level (not inside another captured call), call
+    ``token = recorder.begin(prefix, api, args, kwargs)`` before it runs
+    (``prefix`` as ptdbg names the namespace: ``Torch``, ``Tensor``,
+    ``Functional``, ``VF``), ``recorder.end(token, output)`` after, when the
+    token is not None, and, when backward reaches the call,
+    ``recorder.backward(token, grads_into_outputs, grads_into_inputs)``. Keep
+    the tool's own work out of what you report, and change no value, no random
+    state and no mode of the user's run. Example: the torch plugin pushes a
+    ``TorchFunctionMode`` and hooks each output's ``grad_fn``.
+    """
+
+
+@hookspec(firstresult=True)
+def ts_tensor_stats(tensor: object) -> object | None:
+    """Compute a tensor's max, min, mean and L2 norm on its own device, without copying it to the host.
+
+    ``firstresult``: return ``None`` for tensors that are not yours. Return the
+    four values as one tensor of yours (float, on the tensor's device; the dump's
+    writer converts it with ``ts_to_numpy`` in its own thread, so an
+    asynchronous device is not waited for per call), or as a sequence of four
+    floats; ``None`` values for an empty tensor. Compute in a precision that
+    cannot overflow (float32 or more for half types) and change nothing: no
+    random state, no autograd graph.
+    """
+
+
+@hookspec(firstresult=True)
+def ts_tensor_key(tensor: object) -> object | None:
+    """Return a value that changes whenever ``tensor``'s contents may have changed (torch's ``_version``).
+
+    ``firstresult``: return ``None`` for tensors that are not yours. The dump
+    writes a tensor once and reuses its statistics while the tensor object is
+    alive and this value is unchanged (one API's output is the next one's input).
+    A framework without in-place updates may return a constant.
+    """
+
+
+@hookspec(firstresult=True)
+def ts_current_rank() -> int | None:
+    """Return this process's rank in distributed training, or ``None`` when your framework cannot tell.
+
+    ``firstresult``: answer only when your framework's distributed layer is
+    initialised. The dump writes into ``rank{r}`` with this rank unless the user
+    named one.
+    """
+
+
 @hookspec(firstresult=True)
 def ts_named_layers(model: object) -> Sequence[LayerInfo] | None:
     """List every layer of ``model``, the root first, parents before their children.

@@ -50,6 +50,23 @@ def ts_from_numpy(array: np.ndarray, framework: str) -> np.ndarray | None:
     return np.asarray(array) if framework == FRAMEWORK else None
 
 
+@hookimpl(trylast=True)
+def ts_tensor_stats(tensor: object) -> list[float | None] | None:
+    """Max, min, mean and L2 norm of a numpy array (None values when empty)."""
+    if not isinstance(tensor, (np.ndarray, np.generic)):
+        return None
+    values = np.asarray(tensor, dtype=np.float64).ravel()
+    if values.size == 0:
+        return [None] * 4
+    return [float(values.max()), float(values.min()), float(values.mean()), float(np.linalg.norm(values))]
+
+
+@hookimpl(trylast=True)
+def ts_tensor_key(tensor: object) -> int | None:
+    """Numpy keeps no version counter: an array is taken as unchanged while it is the same object."""
+    return 0 if isinstance(tensor, (np.ndarray, np.generic)) else None
+
+
 @hookimpl
 def ts_seed_all(seed: int) -> str:
     """Seed Python's ``random`` and numpy's legacy global generator."""

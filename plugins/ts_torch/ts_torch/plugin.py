@@ -178,6 +178,39 @@ class TorchBackend(Backend):
             torch.backends.cudnn.deterministic = True
             torch.backends.cudnn.benchmark = False
 
+    def install_api_hooks(self, recorder: Any) -> HookHandles:
+        """Report every torch API call through a ``TorchFunctionMode``; backward through ``grad_fn`` hooks."""
+        from ts_torch.api_capture import ApiCapture
+
+        return ApiCapture(recorder).install()
+
+    def tensor_stats(self, tensor: Any) -> Any:
+        """Max, min, mean and L2 norm as one float64 tensor on the tensor's device (None when empty)."""
+        import torch
+
+        t = tensor.detach()
+        if t.numel() == 0 or t.is_meta:
+            return None
+        with torch.no_grad():
+            if t.is_complex():
+                t = t.abs()
+            if t.dtype != torch.float64:
+                t = t.to(torch.float64 if not t.is_floating_point() else torch.float32)
+            low, high = torch.aminmax(t)
+            return torch.stack([high, low, t.mean(), torch.linalg.vector_norm(t)]).to(torch.float64)
+
+    def tensor_key(self, tensor: Any) -> Any:
+        """Torch's version counter: it moves on every in-place change."""
+        return tensor._version
+
+    def current_rank(self) -> int | None:
+        """Return the rank of ``torch.distributed`` when it is initialised."""
+        torch = sys.modules["torch"]
+        distributed = getattr(torch, "distributed", None)
+        if distributed is None or not distributed.is_available() or not distributed.is_initialized():
+            return None
+        return int(distributed.get_rank())
+
     def load_checkpoint(self, path: str, kind: str, trust: bool) -> CheckpointContents:
         """Read a torch ``.pth``/``.pt`` file: a state dict, a dict holding one, or (trusted) a module."""
         from ts_torch.checkpoints import read_pth

@@ -1,0 +1,225 @@
+"""Seeing every torch API call without patching anything: a ``TorchFunctionMode`` and ``grad_fn`` hooks.
+
+A ``TorchFunctionMode`` is told of every call of a torch API, however the
+user reached it (``torch.relu``, ``from torch import relu``, ``x.relu()``,
+``x + 1``), and is switched off while its own handler runs, so a call made
+inside a captured call (``F.batch_norm`` calling ``torch.batch_norm``) is not
+seen separately: ptdbg's rule. Removing the mode undoes everything: no
+attribute of torch is ever replaced.
+
+Backward: the ``grad_fn`` of a dumped call's output gets a hook that receives
+the gradients into the call's outputs and those it passes to its inputs
+(as ``nn.Module.register_backward_hook`` does: exact for a call that is one
+autograd node, which most APIs are).
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tscore.plugin_api import HookHandles
+
+# Tensor methods that describe a tensor or hand it to Python rather than compute: not API calls to dump.
+_NOT_COMPUTING = frozenset(
+    {
+        "size",
+        "dim",
+        "numel",
+        "__len__",
+        "__repr__",
+        "__format__",
+        "__str__",
+        "__hash__",
+        "data_ptr",
+        "is_contiguous",
+        "element_size",
+        "stride",
+        "storage_offset",
+        "tolist",
+        "item",
+        "__bool__",
+        "__index__",
+        "__int__",
+        "__float__",
+        "__complex__",
+        "register_hook",
+        "register_post_accumulate_grad_hook",
+        "requires_grad_",
+        "retain_grad",
+        "backward",
+        "__iter__",
+        "__reduce_ex__",
+        "__deepcopy__",
+        "__setstate__",
+        "__getstate__",
+        "dim_order",
+        "is_floating_point",
+        "is_complex",
+        "get_device",
+        "type",
+        "__array__",
+        "numpy",
+        "untyped_storage",
+        "_typed_storage",
+        "storage",
+        "__contains__",
+        "__dlpack__",
+        "__dlpack_device__",
+        "has_names",
+        "as_subclass",
+        "is_leaf",
+        "nelement",
+        "ndimension",
+        "__reversed__",
+        "is_set_to",
+        "is_shared",
+        "is_pinned",
+        "is_inference",
+        "__array_wrap__",
+        "_is_view",
+        "_version",
+        "__torch_function__",
+        "__get__",
+        "__set__",
+        "__delete__",
+        "__eq_nomem__",
+        "new_empty",
+        "is_nonzero",
+        "__sizeof__",
+        "share_memory_",
+        "pin_memory",
+    }
+)
+# torch functions of torch._VF (recurrent kernels), which ptdbg prefixes VF rather than Torch
+_VF_NAMES = frozenset(
+    {"lstm", "gru", "rnn_tanh", "rnn_relu", "lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"}
+)
+
+
+def _is_functional(func: Callable[..., Any], name: str) -> bool:
+    import torch.nn.functional
+
+    return getattr(torch.nn.functional, name, None) is func
+
+
+@functools.lru_cache(maxsize=4096)
+def api_name(func: Callable[..., Any]) -> tuple[str, str] | None:
+    """Name a function as ptdbg does: ``("Functional", "conv2d")``, ``("Tensor", "add")``; None if no API."""
+    qualname = getattr(func, "__qualname__", "") or ""
+    name = getattr(func, "__name__", "") or qualname.rpartition(".")[2]
+    if not name or name in _NOT_COMPUTING or (name.startswith("_") and not name.startswith("__")):
+        return None
+    owner = qualname.rpartition(".")[0]
+    module = getattr(func, "__module__", None) or ""
+    if owner in ("TensorBase", "Tensor", "_TensorBase"):
+        return "Tensor", name
+    if module in ("torch._C._nn", "torch.nn.functional") or module.startswith("torch.nn.functional"):
+        return "Functional", name
+    if _is_functional(func, name):  # F.conv2d is torch.conv2d: the call most likely came through F
+        return "Functional", name
+    if module.startswith("torch.distributed"):
+        return "Distributed", name
+    if owner == "_VariableFunctionsClass" or module == "torch":
+        return ("VF" if name in _VF_NAMES else "Torch"), name
+    if module == "torch.functional":  # einsum, stft, norm ... written in Python
+        return "Torch", name
+    if module.startswith("torch._C._linalg") or module.startswith("torch.linalg"):
+        return "Torch", f"linalg_{name}"
+    if module.startswith("torch._C._special") or module.startswith("torch.special"):
+        return "Torch", f"special_{name}"
+    if module.startswith("torch._C._fft") or module.startswith("torch.fft"):
+        return "Torch", f"fft_{name}"
+    return None
+
+
+def _grad_fns(output: Any) -> list[Any]:
+    """List the distinct ``grad_fn`` nodes of the tensors in an output (a tensor, or a tuple of them)."""
+    import torch
+
+    found: list[Any] = []
+    items = output if isinstance(output, (tuple, list)) else (output,)
+    for item in items:
+        node = getattr(item, "grad_fn", None) if isinstance(item, torch.Tensor) else None
+        if node is not None and all(node is not seen for seen in found):
+            found.append(node)
+    return found
+
+
+class ApiCapture:
+    """Report torch API calls to a dump recorder while installed; nothing is left once removed."""
+
+    def __init__(self, recorder: Any) -> None:
+        """Prepare the mode; nothing is installed until :meth:`install`."""
+        import torch
+        from torch.overrides import TorchFunctionMode
+
+        capture = self
+
+        class _Mode(TorchFunctionMode):
+            def __torch_function__(
+                self, func: Callable[..., Any], types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
+            ) -> Any:
+                return capture.call(func, args, kwargs or {})
+
+        self._torch = torch
+        self._recorder = recorder
+        self._mode = _Mode()
+        self._busy = 0
+        self._installed = False
+        self._node_handles: list[Any] = []
+
+    def install(self) -> HookHandles:
+        """Push the mode; the returned handles pop it and drop the backward hooks still pending."""
+        self._mode.__enter__()
+        self._installed = True
+        return HookHandles([self.remove], label="torch API capture")
+
+    def remove(self) -> None:
+        """Pop the mode and remove every ``grad_fn`` hook not yet fired."""
+        if self._installed:
+            self._installed = False
+            self._mode.__exit__(None, None, None)
+        handles, self._node_handles = self._node_handles, []
+        for handle in handles:
+            handle.remove()
+
+    def call(self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+        """Run one API call, telling the recorder before and after when it is a top-level API call."""
+        if self._busy or self._recorder.busy:
+            return func(*args, **kwargs)
+        named = api_name(func)
+        if named is None:
+            return func(*args, **kwargs)
+        self._busy += 1
+        try:
+            token = self._recorder.begin(named[0], named[1], args, kwargs)
+            output = func(*args, **kwargs)
+            if token is not None:
+                self._recorder.end(token, output)
+                if self._torch.is_grad_enabled():
+                    self._hook_backward(token, output)
+            return output
+        finally:
+            self._busy -= 1
+
+    def _hook_backward(self, token: Any, output: Any) -> None:
+        """Have backward report this call's gradients, once, through its output's ``grad_fn``."""
+        nodes = _grad_fns(output)
+        if not nodes:
+            return
+        capture = weakref.ref(self)
+
+        def on_backward(grad_inputs: Any, grad_outputs: Any) -> None:
+            owner = capture()
+            if owner is None or not owner._installed:
+                return
+            owner._busy += 1
+            try:
+                owner._recorder.backward(token, grad_outputs, grad_inputs)
+            finally:
+                owner._busy -= 1
+
+        self._node_handles.append(nodes[0].register_hook(on_backward))

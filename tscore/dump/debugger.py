@@ -1,0 +1,186 @@
+"""``ts.dump.Debugger``: start, stop and step a dump, as msprobe's ``PrecisionDebugger`` does.
+
+::
+
+    debugger = ts.dump.Debugger(task="statistics", dump_path="./dump", level="L1")
+    for batch in loader:
+        debugger.start(model)        # or: with debugger: ...
+        loss = model(batch).sum(); loss.backward(); optimizer.step()
+        debugger.stop()
+        debugger.step()
+
+Each step that is dumped gets ``{dump_path}/step{k}/rank{r}/``. ``stop()``
+takes off every hook it installed, also when the step raised; nothing stays
+installed, patched or imported.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from tscore.dump.config import DumpConfig, DumpConfigError, load_config, make_config
+from tscore.dump.recorder import DumpRecorder, finish_record
+from tscore.dump.writer import DumpWriter
+from tscore.errors import TscoreError
+from tscore.module_hooks import HookHandles
+from tscore.plugins import get_plugin_manager, hook
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+
+
+def _config(config: object, keywords: Mapping[str, Any]) -> DumpConfig:
+    if isinstance(config, DumpConfig):
+        return config.model_copy(update=dict(keywords)) if keywords else config
+    if isinstance(config, (str, os.PathLike)):
+        loaded = load_config(config)
+        return make_config({**loaded.model_dump(by_alias=True), **keywords}, os.fspath(config))
+    if isinstance(config, Mapping):
+        return make_config({**config, **keywords})
+    if config is None:
+        return make_config(keywords)
+    raise TypeError(f"Debugger: config must be a path, a dict or a DumpConfig, not {type(config).__name__}")
+
+
+class Debugger:
+    """Dump the API and module calls of chosen steps.
+
+    :param config: a path to a config file (msprobe's ``config.json`` works), a dict, a
+        :class:`DumpConfig`, or nothing; keywords override it (``task``, ``dump_path``,
+        ``level``, ``scope``, ``list``, ``data_mode``, ``summary_mode``, ``step``, ``rank``).
+    :param rank_id: this process's rank, when it is not the framework's (``torch.distributed``).
+    :raises DumpConfigError: for an unknown task, level, mode or key, before anything runs.
+    """
+
+    def __init__(self, config: object = None, *, rank_id: int | None = None, **keywords: Any) -> None:
+        """Check the configuration; nothing is installed until :meth:`start`."""
+        self.config = _config(config, keywords)
+        if self.config.task == "overflow_check":
+            raise DumpConfigError(
+                "task='overflow_check' is not part of this version of tscore's dump; use 'statistics' "
+                "(each record has max, min and mean, so inf and NaN show) or 'tensor'"
+            )
+        self.rank_id = rank_id
+        self.current_step = 0
+        self.recorder: DumpRecorder | None = None
+        self.writer: DumpWriter | None = None
+        self._handles: list[HookHandles] = []
+        self.folders: list[str] = []
+
+    # ------------------------------------------------------------ the switch
+
+    @property
+    def running(self) -> bool:
+        """True between :meth:`start` and :meth:`stop`."""
+        return self.recorder is not None
+
+    def rank(self) -> int:
+        """Return the rank this process dumps as: the one given, else the framework's, else 0."""
+        if self.rank_id is not None:
+            return self.rank_id
+        found = hook().ts_current_rank()
+        return int(found) if found is not None else 0
+
+    def start(self, model: object = None) -> None:
+        """Start dumping the current step (nothing when the config leaves this step or rank out).
+
+        :param model: the network, for module records (``L0``, ``mix``) and for the module path
+            of every API record; without it, API records carry the root as their module.
+        """
+        if self.running:
+            return
+        rank = self.rank()
+        if (self.config.step and self.current_step not in self.config.step) or (
+            self.config.rank and rank not in self.config.rank
+        ):
+            return
+        folder = os.path.join(self.config.dump_path, f"step{self.current_step}", f"rank{rank}")
+        try:
+            writer = DumpWriter(folder, finish_record)
+        except TscoreError as exc:
+            log.warning("dump off, the training goes on: %s", exc)
+            return
+        recorder = DumpRecorder(self.config, writer, step=self.current_step, rank=rank)
+        writer.write_info(self._info(rank, model))
+        handles: list[HookHandles] = []
+        try:
+            if self.config.level in ("L1", "mix"):
+                handles += [h for h in hook().ts_install_api_hooks(recorder=recorder) if h is not None]
+            if model is not None:
+                module_handles = hook().ts_install_module_hooks(model=model, recorder=recorder)
+                if module_handles is None:
+                    raise TypeError(
+                        f"Debugger.start: no loaded plugin hooks the layers of a {type(model).__name__}"
+                    )
+                handles.append(module_handles)
+        except BaseException:
+            for handle in reversed(handles):
+                handle.remove()
+            writer.close()
+            raise
+        if not handles:
+            log.warning("dump: no imported framework reports its API calls; nothing will be recorded")
+        self.writer, self.recorder, self._handles = writer, recorder, handles
+        self.folders.append(folder)
+
+    def stop(self) -> None:
+        """Stop dumping: every hook comes off (all of them, even if one fails), the files are closed."""
+        if not self.running:
+            return
+        handles, self._handles = self._handles, []
+        recorder, writer = self.recorder, self.writer
+        self.recorder = self.writer = None
+        failure: BaseException | None = None
+        for handle in reversed(handles):
+            try:
+                handle.remove()
+            except Exception as exc:
+                failure = failure or exc
+        assert recorder is not None and writer is not None
+        writer.close()
+        missing = recorder.unmatched_scope()
+        if missing:
+            log.warning("dump: no call of step %d was named %s", recorder.step, ", ".join(missing))
+        log.info(
+            "dump of step %d: %d calls seen, %d records, %d tensors, %.1f MB in %s",
+            recorder.step,
+            recorder.calls,
+            recorder.dumped,
+            writer.tensors_written,
+            writer.bytes_written / 1e6,
+            writer.folder,
+        )
+        if failure is not None:
+            raise failure
+
+    def step(self) -> None:
+        """End the current step (stopping it if it runs); the next :meth:`start` dumps the next one."""
+        self.stop()
+        self.current_step += 1
+
+    def __enter__(self) -> Debugger:
+        """Start dumping (without a model: API records only)."""
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Stop dumping, whether the block raised or not."""
+        self.stop()
+
+    def _info(self, rank: int, model: object) -> dict[str, Any]:
+        frameworks = {info.name: info.version for info in hook().ts_framework_info() if info.imported}
+        return {
+            "tscore_dump": FORMAT_VERSION,
+            "step": self.current_step,
+            "rank": rank,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "frameworks": frameworks,
+            "model": None if model is None else type(model).__name__,
+            "config": self.config.model_dump(by_alias=True),
+            "plugins": get_plugin_manager().loaded_names(),
+        }

@@ -1,0 +1,148 @@
+"""Reading a dump back: its folders, its records (a truncated last line is skipped), stacks, a summary.
+
+Used by ``parse``, ``tscore dump-info`` and the dump comparison. A run killed
+while writing leaves at most its last line incomplete; every line before it
+reads.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import logging
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from tscore.dump.names import canonical, parse_name
+from tscore.dump.writer import INFO_FILE, RECORDS_FILE, STACKS_FILE, TENSORS_FOLDER
+
+log = logging.getLogger(__name__)
+
+
+def dump_folders(path: str) -> list[str]:
+    """Every ``step{k}/rank{r}`` folder at or under ``path`` (a dump folder, a ``dump.jsonl``, a dump root).
+
+    :raises FileNotFoundError: naming the path when no dump is there.
+    """
+    if os.path.isfile(path) and os.path.basename(path) == RECORDS_FILE:
+        return [os.path.dirname(path) or "."]
+    if os.path.isfile(os.path.join(path, RECORDS_FILE)):
+        return [path]
+    found = sorted(
+        os.path.dirname(p)
+        for p in glob.glob(os.path.join(glob.escape(path), "**", RECORDS_FILE), recursive=True)
+    )
+    if not found:
+        raise FileNotFoundError(
+            f"no dump in {path!r}: it holds no {RECORDS_FILE}; pass the dump_path of a dump"
+        )
+    return found
+
+
+def read_lines(file: str) -> Iterator[dict[str, Any]]:
+    """Yield the objects of a JSON-lines file; a last line cut short by a crash is skipped with a note."""
+    if not os.path.exists(file):
+        return
+    with open(file, encoding="utf-8") as stream:
+        for number, line in enumerate(stream, 1):
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                log.warning(
+                    "%s: line %d is incomplete (the run stopped while writing it); skipped", file, number
+                )
+
+
+def read_stacks(folder: str) -> dict[int, list[str]]:
+    """Return ``{stack id: lines}`` of one dump folder."""
+    return {int(entry["id"]): list(entry["stack"]) for entry in read_lines(os.path.join(folder, STACKS_FILE))}
+
+
+def find_records(
+    path: str, name: str | None = None, *, session_path: str | None = None
+) -> list[dict[str, Any]]:
+    """Read the records at ``path`` (or the dump a ptdbg session wrote for it), with their stacks.
+
+    :param name: keep the calls whose name starts with it, in ptdbg's or msprobe's spelling
+        (``Torch_relu_1_forward``, ``Torch.relu.1.forward``, ``Torch_relu``).
+    """
+    root = session_path if session_path is not None else path
+    wanted = None if name is None else canonical(name)
+    out = []
+    for folder in dump_folders(root):
+        stacks = read_stacks(folder)
+        for record in read_lines(os.path.join(folder, RECORDS_FILE)):
+            if wanted is not None and not (
+                record["name"].startswith(wanted) or record.get("call", "").startswith(name or "")
+            ):
+                continue
+            stack = record.get("stack")
+            record["stack_lines"] = stacks.get(int(stack), []) if stack is not None else []
+            record["folder"] = folder
+            out.append(record)
+    return out
+
+
+def format_record(record: dict[str, Any]) -> str:
+    """Show one call as ptdbg's ``parse`` does: its stack, then one line of statistics per tensor."""
+    lines = [f"Trace back({record['name']}):"]
+    lines += [f"  {line}" for line in record.get("stack_lines", [])]
+    lines.append("Statistic Info:")
+    for side in ("inputs", "outputs"):
+        for entry in record.get(side, ()):
+            if entry.get("type") != "tensor":
+                lines.append(f"  [{entry['name']}][{entry.get('type')}: {entry.get('value', '')}]")
+            elif "error" in entry:
+                lines.append(f"  [{entry['name']}][not read: {entry['error']}]")
+            else:
+                lines.append(
+                    f"  [{entry['name']}][dtype: {entry['dtype']}][shape: {entry['shape']}]"
+                    f"[max: {entry.get('max')}][min: {entry.get('min')}][mean: {entry.get('mean')}]"
+                    f"[norm: {entry.get('norm')}]"
+                )
+    return "\n".join(lines)
+
+
+def summarise(path: str) -> dict[str, Any]:
+    """Say what a dump holds: per folder its step, rank, records, distinct APIs, tensor files and bytes."""
+    folders = []
+    for folder in dump_folders(path):
+        records = list(read_lines(os.path.join(folder, RECORDS_FILE)))
+        apis = {f"{r['prefix']}.{r['api']}" for r in records if r.get("prefix") != "Module"}
+        modules = {r["api"] for r in records if r.get("prefix") == "Module"}
+        tensor_dir = os.path.join(folder, TENSORS_FOLDER)
+        files = (
+            [os.path.join(tensor_dir, f) for f in os.listdir(tensor_dir)] if os.path.isdir(tensor_dir) else []
+        )
+        info_path = os.path.join(folder, INFO_FILE)
+        info = json.load(open(info_path, encoding="utf-8")) if os.path.exists(info_path) else {}
+        folders.append(
+            {
+                "folder": folder,
+                "step": info.get("step"),
+                "rank": info.get("rank"),
+                "frameworks": info.get("frameworks", {}),
+                "records": len(records),
+                "forward": sum(r.get("direction") == "forward" for r in records),
+                "backward": sum(r.get("direction") == "backward" for r in records),
+                "apis": len(apis),
+                "modules": len(modules),
+                "tensor_files": len(files),
+                "bytes": sum(os.path.getsize(f) for f in files)
+                + sum(
+                    os.path.getsize(os.path.join(folder, f))
+                    for f in os.listdir(folder)
+                    if f.endswith(".jsonl")
+                ),
+            }
+        )
+    return {"path": path, "folders": folders}
+
+
+def call_of(record: dict[str, Any]) -> str:
+    """Return the record's call name in ptdbg's spelling."""
+    parsed = parse_name(record.get("name", ""))
+    return parsed.ptdbg if parsed else record.get("name", "")

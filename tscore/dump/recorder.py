@@ -1,0 +1,410 @@
+"""The dump recorder: what a backend reports every API and module call to.
+
+A backend (``ts_install_api_hooks``) calls, for every API call it sees at the
+top level (a call made inside a captured call is not reported, ptdbg's rule):
+
+* :meth:`DumpRecorder.begin` before the call, with the prefix (``Functional``),
+  the API name (``conv2d``) and the arguments. The recorder numbers the call
+  (``Functional_conv2d_0``, one counter per API and step), decides whether it
+  is dumped, and takes what it needs of the inputs before the call can change
+  them. It returns a :class:`CallToken`, or ``None`` when the call is not dumped;
+* :meth:`DumpRecorder.end` after it, with the output;
+* :meth:`DumpRecorder.backward` when backward reaches the call, with the
+  gradients that flowed into its outputs and those it passed to its inputs.
+
+Module calls arrive through the recorder's ``enter``/``leave`` (it is a
+:class:`tscore.module_hooks.ModuleRecorder`): they give every record its
+provenance key (the enclosing module's path and call, and the call's index
+within it, which an unrelated call elsewhere does not shift) and, at level
+``L0``/``mix``, records of their own.
+
+The recorder names, filters and formats; the backend computes nothing but the
+statistics (on the tensor's own device, ``ts_tensor_stats``); the writer writes.
+"""
+
+from __future__ import annotations
+
+import linecache
+import logging
+import sys
+import weakref
+import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tscore.dump.config import DumpConfig
+from tscore.dump.names import MODULE_PREFIX, CallName, canonical, parse_name, tensor_name
+from tscore.dump.writer import CONSTRUCT_FILE, STACKS_FILE, TENSORS_FOLDER, DumpWriter
+from tscore.plugins import hook
+from tscore.tensors import to_numpy
+
+log = logging.getLogger(__name__)
+
+_PLAIN = (bool, int, float, str, type(None))
+# frames of these packages are left out of the stacks users read
+_INTERNAL_PACKAGES = ("tscore", "ts_torch", "ts_mindspore", "ts_paddle", "ts_npu", "ts_msadapter")
+
+
+@dataclass
+class CallToken:
+    """A call being dumped: its name, where it ran, and what is kept for its record."""
+
+    name: CallName
+    key: str
+    module: str
+    stack: int | None
+    inputs: list[dict[str, Any]]
+    record: bool = True  # False: only counted (its backward may still be dumped)
+
+
+@dataclass
+class _ModuleFrame:
+    path: str
+    call: int
+    counts: dict[str, int] = field(default_factory=dict)
+    token: CallToken | None = None  # set when the module call itself is dumped (L0, mix)
+
+
+class _Filter:
+    """Which calls a config dumps: everything, a list of names or APIs, or a range of calls."""
+
+    def __init__(self, config: DumpConfig) -> None:
+        self.names: set[str] = set()
+        self.fragments: list[str] = []
+        self.apis = {api.strip().lower() for api in config.apis}
+        for entry in config.api_list:
+            parsed = parse_name(entry)
+            if parsed is not None:
+                self.names.add(parsed.ptdbg)
+            else:
+                self.fragments.append(entry.strip())
+        self.scope = [canonical(name) for name in config.scope]
+        self.in_range = not self.scope
+        self.range_done = False
+        self.seen: set[str] = set()
+
+    def wants(self, name: CallName) -> bool:
+        full = name.ptdbg
+        self.seen.add(full)
+        if self.scope:
+            if not self.in_range and not self.range_done and full == self.scope[0]:
+                self.in_range = True
+            if not self.in_range:
+                return False
+            if full == self.scope[1]:
+                self.in_range, self.range_done = False, True
+                return self._listed(name, full)
+        return self._listed(name, full)
+
+    def _listed(self, name: CallName, full: str) -> bool:
+        if not self.names and not self.fragments and not self.apis:
+            return True
+        if full in self.names or name.api.lower() in self.apis:
+            return True
+        spelled = name.msprobe
+        return any(fragment in full or fragment in spelled for fragment in self.fragments)
+
+
+class DumpRecorder:
+    """Turn a backend's call events into records for one step and rank, and hand them to the writer.
+
+    :param config: what to dump.
+    :param writer: where the records go.
+    :param step: the step number, for the records.
+    :param rank: the rank, for the records.
+    """
+
+    def __init__(self, config: DumpConfig, writer: DumpWriter, *, step: int = 0, rank: int = 0) -> None:
+        """Start with no calls counted."""
+        self.config = config
+        self.writer = writer
+        self.step = step
+        self.rank = rank
+        self.enabled = True
+        self.stats_only = config.task != "tensor"
+        self.md5 = config.summary_mode == "md5"
+        self.stack_only = False
+        self.calls = 0
+        self.dumped = 0
+        self._counts: dict[str, int] = {}
+        self._filter = _Filter(config)
+        self._modules: list[_ModuleFrame] = []
+        self._module_calls: dict[str, int] = {}
+        self._module_tree: set[str] = set()
+        self._stacks: dict[tuple[tuple[str, int, str], ...], int] = {}
+        self._written: dict[int, tuple[weakref.ref[Any], Any, str]] = {}
+        self._stats: dict[int, tuple[weakref.ref[Any], Any, Any]] = {}
+        self.busy = 0  # > 0 while the recorder itself runs framework code: backends report none of it
+
+    # ------------------------------------------------------------ switches
+
+    @property
+    def active(self) -> bool:
+        """True while the recorder dumps: enabled and its writer still working."""
+        return self.enabled and self.writer.failed is None
+
+    def unmatched_scope(self) -> list[str]:
+        """Names of the config's scope and list that no call of this step had."""
+        wanted = [*self._filter.scope, *self._filter.names]
+        return [name for name in wanted if name not in self._filter.seen]
+
+    # ------------------------------------------------------------ API calls
+
+    def begin(
+        self, prefix: str, api: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    ) -> CallToken | None:
+        """Count a call before it runs; keep what its record needs of the inputs (None: not dumped)."""
+        base = f"{prefix}_{api}"
+        index = self._counts.get(base, 0)
+        self._counts[base] = index + 1
+        self.calls += 1
+        if not self.active:
+            return None
+        name = CallName(prefix, api, index, "forward")
+        wanted = self._filter.wants(name)
+        backward = CallName(prefix, api, index, "backward")
+        wanted_backward = self.config.wants("backward", "input") or self.config.wants("backward", "output")
+        if not wanted and not (wanted_backward and self._filter_peek(backward)):
+            return None
+        module, key = self._provenance(f"{prefix}.{api}")
+        token = CallToken(name, key, module, self._stack(), [], record=wanted)
+        if wanted and not self.stack_only and self.config.wants("forward", "input"):
+            token.inputs = self._arguments(name.ptdbg, "input", args, kwargs)
+        return token
+
+    def _filter_peek(self, name: CallName) -> bool:
+        """Whether a call's backward is listed (a list or API filter names it), without moving a range."""
+        if self._filter.scope:
+            return self._filter.in_range
+        return self._filter._listed(name, name.ptdbg)
+
+    def end(self, token: CallToken, output: Any) -> None:
+        """Record a call that returned ``output``."""
+        if not token.record or not self.active:
+            return
+        outputs: list[dict[str, Any]] = []
+        if not self.stack_only and self.config.wants("forward", "output"):
+            outputs = self._outputs(token.name.ptdbg, output)
+        self._emit(token, token.name, token.inputs, outputs)
+
+    def backward(self, token: CallToken, grad_outputs: Any, grad_inputs: Any) -> None:
+        """Record the backward of a dumped call.
+
+        :param grad_outputs: the gradients that flowed into the call's outputs: the backward's inputs.
+        :param grad_inputs: the gradients the call passed to its inputs: the backward's outputs.
+        """
+        if not self.active:
+            return
+        name = CallName(token.name.prefix, token.name.api, token.name.index, "backward")
+        if not self._filter.wants(name):
+            return
+        inputs = outputs = []
+        if not self.stack_only:
+            if self.config.wants("backward", "input"):
+                inputs = self._values(name.ptdbg, "input", grad_outputs)
+            if self.config.wants("backward", "output"):
+                outputs = self._values(name.ptdbg, "output", grad_inputs)
+        self._emit(token, name, inputs, outputs)
+
+    # ------------------------------------------------------------ module calls (ModuleRecorder)
+
+    def enter(self, path: str, layer: object, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+        """Open a module call: the provenance of the calls inside it; at L0/mix a record of its own."""
+        call = self._module_calls.get(path, 0)
+        self._module_calls[path] = call + 1
+        self._modules.append(_ModuleFrame(path, call))
+        if path not in self._module_tree and self.active:
+            self._module_tree.add(path)
+            parent = next((f.path for f in reversed(self._modules[:-1])), None)
+            self.writer.submit_record(
+                {"module": path, "type": type(layer).__name__, "parent": parent}, CONSTRUCT_FILE
+            )
+        if self.config.level != "L1" and self.active:
+            label = f"{path}.{type(layer).__name__}" if path else type(layer).__name__
+            name = CallName(MODULE_PREFIX, label, call, "forward")
+            if self._filter.wants(name):
+                inputs = [] if self.stack_only else self._arguments(name.msprobe, "input", args, kwargs)
+                self._modules[-1].token = CallToken(name, f"{path}#{call}", path, self._stack(), inputs)
+
+    def leave(self, path: str, layer: object, output: object) -> None:
+        """Close the innermost call of module ``path``."""
+        while self._modules and self._modules[-1].path != path:
+            self._modules.pop()
+        if not self._modules:
+            return
+        token = self._modules.pop().token
+        if token is not None and self.active:
+            outputs = [] if self.stack_only else self._outputs(token.name.msprobe, output)
+            self._emit(token, token.name, token.inputs, outputs)
+
+    def _provenance(self, api: str) -> tuple[str, str]:
+        if not self._modules:
+            frame = _ModuleFrame("", 0)
+            self._modules.append(frame)
+        frame = self._modules[-1]
+        index = frame.counts.get(api, 0)
+        frame.counts[api] = index + 1
+        return frame.path, f"{frame.path}#{frame.call}/{api}#{index}"
+
+    # ------------------------------------------------------------ values
+
+    def _stack(self) -> int | None:
+        if not self.config.stack:
+            return None
+        frames = []
+        frame: Any = sys._getframe(2)
+        while frame is not None:
+            module = str(frame.f_globals.get("__name__", ""))
+            if module.partition(".")[0] not in _INTERNAL_PACKAGES and not module.startswith("torch"):
+                frames.append((frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
+            frame = frame.f_back
+        key = tuple(frames)
+        found = self._stacks.get(key)
+        if found is None:
+            found = len(self._stacks)
+            self._stacks[key] = found
+            lines = [
+                f"File {f}, line {n}, in {name}\n  {linecache.getline(f, n).strip()}"
+                for f, n, name in reversed(frames)
+            ]
+            self.writer.submit_record({"id": found, "stack": lines}, STACKS_FILE)
+        return found
+
+    def _arguments(
+        self, call: str, side: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    ) -> list[dict[str, Any]]:
+        entries: list[dict[str, Any]] = []
+        for index, value in enumerate(args):
+            self._describe(call, side, (str(index),), value, entries)
+        for key, value in kwargs.items():
+            self._describe(call, side, (str(key),), value, entries)
+        return entries
+
+    def _outputs(self, call: str, output: Any) -> list[dict[str, Any]]:
+        entries: list[dict[str, Any]] = []
+        if isinstance(output, (tuple, list)):
+            for index, value in enumerate(output):
+                self._describe(call, "output", (str(index),), value, entries)
+        else:
+            self._describe(call, "output", (), output, entries)
+        return entries
+
+    def _values(self, call: str, side: str, values: Any) -> list[dict[str, Any]]:
+        entries: list[dict[str, Any]] = []
+        for index, value in enumerate(values or ()):
+            self._describe(call, side, (str(index),), value, entries)
+        return entries
+
+    def _describe(
+        self, call: str, side: str, path: tuple[str, ...], value: Any, out: list[dict[str, Any]]
+    ) -> None:
+        name = tensor_name(call, side, path)
+        if isinstance(value, _PLAIN):
+            out.append({"name": name, "type": type(value).__name__, "value": value})
+            return
+        if isinstance(value, (tuple, list)):
+            for index, item in enumerate(value):
+                self._describe(call, side, (*path, str(index)), item, out)
+            return
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                self._describe(call, side, (*path, str(key)), item, out)
+            return
+        if not hook().ts_is_tensor(obj=value):
+            out.append({"name": name, "type": type(value).__name__})
+            return
+        entry = self._tensor(name, value)
+        if entry is not None:
+            out.append(entry)
+
+    def _tensor(self, name: str, tensor: Any) -> dict[str, Any] | None:
+        self.busy += 1
+        try:
+            meta = hook().ts_tensor_meta(obj=tensor)
+            if self.config.filter_int and meta.dtype in ("bool", "int8", "int16", "int32", "int64", "uint8"):
+                return None
+            entry: dict[str, Any] = {
+                "name": name,
+                "type": "tensor",
+                "dtype": meta.dtype,
+                "shape": list(meta.shape),
+                "device": meta.device,
+            }
+            entry["stats"] = self._statistics(tensor)
+            if self.md5:
+                entry["md5"] = f"{zlib.crc32(to_numpy(tensor, copy=False).tobytes()):08x}"
+            if not self.stats_only:
+                entry["file"] = self._file(name, tensor)
+            return entry
+        except Exception as exc:  # a meta or sparse tensor: the record says so, the dump goes on
+            return {"name": name, "type": "tensor", "error": f"{type(exc).__name__}: {exc}"}
+        finally:
+            self.busy -= 1
+
+    def _statistics(self, tensor: Any) -> Any:
+        """Get max, min, mean, L2 norm from the backend, on the device; reused for an unchanged tensor."""
+        version = hook().ts_tensor_key(tensor=tensor)
+        cached = self._stats.get(id(tensor))
+        if cached is not None and cached[0]() is tensor and cached[1] == version:
+            return cached[2]
+        stats = hook().ts_tensor_stats(tensor=tensor)
+        try:
+            self._stats[id(tensor)] = (weakref.ref(tensor), version, stats)
+        except TypeError:
+            pass
+        return stats
+
+    def _file(self, name: str, tensor: Any) -> str:
+        """Write a tensor once: an unchanged tensor seen again (the next call's input) refers to its file."""
+        version = hook().ts_tensor_key(tensor=tensor)
+        known = self._written.get(id(tensor))
+        if known is not None and known[0]() is tensor and known[1] == version:
+            return known[2]
+        relative = f"{TENSORS_FOLDER}/{name}.npy"
+        self.writer.submit_tensor(relative, to_numpy(tensor, copy=True))
+        try:
+            self._written[id(tensor)] = (weakref.ref(tensor), version, relative)
+        except TypeError:
+            pass
+        return relative
+
+    def _emit(
+        self, token: CallToken, name: CallName, inputs: list[dict[str, Any]], outputs: list[dict[str, Any]]
+    ) -> None:
+        record = {
+            "name": name.ptdbg,
+            "call": name.msprobe,
+            "prefix": name.prefix,
+            "api": name.api,
+            "index": name.index,
+            "direction": name.direction,
+            "module": token.module,
+            "key": token.key,
+            "stack": token.stack,
+            "step": self.step,
+            "rank": self.rank,
+            "inputs": inputs,
+            "outputs": outputs,
+        }
+        self.dumped += 1
+        self.writer.submit_record(record)
+
+
+def finish_record(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Turn the statistics a backend left on its device into numbers (run by the writer's thread)."""
+    for side in ("inputs", "outputs"):
+        for entry in record.get(side, ()):
+            if "stats" not in entry:
+                continue
+            stats = entry.pop("stats")
+            values = (
+                [] if stats is None else np.asarray(to_numpy(stats, copy=False), np.float64).ravel().tolist()
+            )
+            entry["max"], entry["min"], entry["mean"], entry["norm"] = (values + [None] * 4)[:4]
+    return record
+
+
+StatsFunction = Callable[[Any], Any]

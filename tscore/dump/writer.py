@@ -1,0 +1,170 @@
+"""Writing a dump: JSON lines appended and flushed as they come, tensors once each, from one thread.
+
+The folder of one step and rank holds:
+
+* ``dump.jsonl``: one record per call and direction, appended and flushed;
+  a run killed in the middle leaves every line before the last complete.
+* ``stack.jsonl``: each distinct call stack once, ``{"id": 3, "stack": [...]}``;
+  records refer to it by id.
+* ``construct.jsonl``: the module tree, ``{"module": path, "type": ..., "parent": ...}``.
+* ``tensors/``: with ``task="tensor"``, one ``.npy`` per tensor, written
+  atomically; bfloat16 and float8 as float32, exact, as ``ts.save`` stores them.
+
+Everything goes through a queue bounded by bytes, so a slow disk slows the
+training instead of filling memory. A disk that fails (full, unwritable) turns
+the dump off with one warning; the training goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from tscore.npy_files import ensure_folder, storable, write_atomic
+
+log = logging.getLogger(__name__)
+
+RECORDS_FILE = "dump.jsonl"
+STACKS_FILE = "stack.jsonl"
+CONSTRUCT_FILE = "construct.jsonl"
+TENSORS_FOLDER = "tensors"
+INFO_FILE = "dump_info.json"
+DEFAULT_QUEUE_BYTES = 256 * 1024 * 1024
+_RECORD_BYTES = 1024  # what a record is counted as in the queue
+_STOP = ("stop", None, 0)
+
+
+class DumpWriter:
+    """Append the records, stacks, module tree and tensors of one dump folder from a background thread.
+
+    :param folder: ``{dump_path}/step{k}/rank{r}``; created here.
+    :param finish: turns values the recorder left lazy (statistics still on a device) into JSON.
+    :param max_queue_bytes: how much may wait for the disk before :meth:`submit_record` and
+        :meth:`submit_tensor` block.
+    """
+
+    def __init__(
+        self,
+        folder: str,
+        finish: Callable[[Any], Any] = lambda record: record,
+        *,
+        max_queue_bytes: int = DEFAULT_QUEUE_BYTES,
+    ) -> None:
+        """Create the folder and start the thread; TargetPathError if the folder cannot be made."""
+        ensure_folder(folder)
+        self.folder = folder
+        self.failed: str | None = None
+        self._finish = finish
+        self._queue: queue.SimpleQueue[tuple[str, Any, int]] = queue.SimpleQueue()
+        self._room = threading.Condition()
+        self._waiting = 0
+        self._limit = max_queue_bytes
+        self._streams: dict[str, Any] = {}
+        self.bytes_written = 0
+        self.tensors_written = 0
+        self._thread = threading.Thread(target=self._run, name="tscore-dump-writer", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------ called by the recorder
+
+    def _put(self, kind: str, payload: Any, size: int) -> None:
+        if self.failed is not None:
+            return
+        with self._room:
+            while self._waiting + size > self._limit and self._waiting > 0 and self.failed is None:
+                self._room.wait(0.5)
+            self._waiting += size
+        self._queue.put((kind, payload, size))
+
+    def submit_record(self, record: Mapping[str, Any], file: str = RECORDS_FILE) -> None:
+        """Queue one JSON line for ``file`` (records, stacks or the module tree)."""
+        self._put("line", (file, record), _RECORD_BYTES)
+
+    def submit_tensor(self, relative: str, array: np.ndarray) -> None:
+        """Queue one array for ``tensors/``; ``array`` must be the caller's own copy."""
+        self._put("tensor", (relative, array), int(array.nbytes) + _RECORD_BYTES)
+
+    def write_info(self, info: Mapping[str, Any]) -> None:
+        """Write ``dump_info.json`` (what was dumped, how) at once, atomically."""
+        text = (json.dumps(info, indent=2, default=str) + "\n").encode("utf-8")
+        try:
+            write_atomic(os.path.join(self.folder, INFO_FILE), lambda stream: stream.write(text))
+        except Exception as exc:  # a dump must never stop the training
+            self._fail(exc)
+
+    def close(self) -> None:
+        """Write what is queued, close the files and stop the thread."""
+        if self._thread.is_alive():
+            self._queue.put(_STOP)
+            self._thread.join()
+
+    # ------------------------------------------------------------ the thread
+
+    def _stream(self, file: str) -> Any:
+        stream = self._streams.get(file)
+        if stream is None:
+            stream = open(os.path.join(self.folder, file), "a", encoding="utf-8")
+            self._streams[file] = stream
+        return stream
+
+    def _write_line(self, file: str, record: Mapping[str, Any]) -> None:
+        line = json.dumps(self._finish(record), separators=(",", ":"), default=str) + "\n"
+        self._stream(file).write(line)
+        self.bytes_written += len(line)
+
+    def _write_tensor(self, relative: str, array: np.ndarray) -> None:
+        path = os.path.join(self.folder, relative)
+        ensure_folder(os.path.dirname(path))
+        stored = storable(array)
+
+        def write(stream: BinaryIO) -> None:
+            np.save(stream, stored, allow_pickle=False)
+
+        write_atomic(path, write)
+        self.bytes_written += int(stored.nbytes)
+        self.tensors_written += 1
+
+    def _fail(self, exc: BaseException) -> None:
+        if self.failed is None:
+            self.failed = f"{type(exc).__name__}: {exc}"
+            log.warning("dump to %s turned off, the training goes on: %s", self.folder, self.failed)
+
+    def _flush(self) -> None:
+        for stream in self._streams.values():
+            stream.flush()
+
+    def _run(self) -> None:
+        while True:
+            kind, payload, size = self._queue.get()
+            if kind == "stop":
+                break
+            try:
+                if self.failed is None:
+                    if kind == "line":
+                        self._write_line(*payload)
+                    else:
+                        self._write_tensor(*payload)
+                    if self._queue.empty():
+                        self._flush()
+            except Exception as exc:  # full disk, unwritable folder, a value json cannot write
+                self._fail(exc)
+            finally:
+                with self._room:
+                    self._waiting -= size
+                    self._room.notify_all()
+        try:
+            self._flush()
+        except Exception as exc:
+            self._fail(exc)
+        for stream in self._streams.values():
+            try:
+                stream.close()
+            except Exception as exc:
+                self._fail(exc)

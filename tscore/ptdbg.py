@@ -1,0 +1,293 @@
+"""ptdbg_ascend's functions, so that ``from tscore.ptdbg import *`` replaces ``from ptdbg_ascend import *``.
+
+::
+
+    from tscore.ptdbg import *
+
+    seed_all()
+    set_dump_path("./npu_dump.pkl", dump_tag="dump_conv2d")
+    register_hook(model, acc_cmp_dump)
+    set_dump_switch("ON")
+    ...                                   # the step to dump
+    set_dump_switch("OFF")
+    parse("./npu_dump.pkl", "Torch_batch_norm_1_forward")
+
+The dump lands in tscore's layout (:mod:`tscore.dump.writer`):
+``{folder of the path}/{dump_tag}/step{k}/rank{r}/``, one step per
+``"ON"``/``"OFF"`` pair. Every mode of ``set_dump_switch`` works on CPU and
+GPU except ``acl``, which needs an Ascend NPU.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from tscore.compare.report import print_report
+from tscore.dump.config import DumpConfigError, make_config
+from tscore.dump.debugger import Debugger
+from tscore.dump.reading import find_records, format_record
+from tscore.seeding import seed_all as _seed_all
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "acc_cmp_dump",
+    "overflow_check",
+    "parse",
+    "register_hook",
+    "seed_all",
+    "set_backward_input",
+    "set_dump_path",
+    "set_dump_switch",
+]
+
+MODES = ("all", "list", "range", "stack", "api_list", "api_stack", "acl")
+DEFAULT_TAG = "ptdbg_dump"
+
+
+def acc_cmp_dump(*args: object, **kwargs: object) -> None:
+    """Ptdbg's accuracy-comparison dump hook: pass it to :func:`register_hook`; it is not called directly."""
+    raise TypeError("acc_cmp_dump is passed to register_hook(model, acc_cmp_dump), not called")
+
+
+def overflow_check(*args: object, **kwargs: object) -> None:
+    """Ptdbg's overflow-check hook, for :func:`register_hook`; not available in this version of tscore."""
+    raise TypeError("overflow_check is passed to register_hook(model, overflow_check), not called")
+
+
+class _Session:
+    """What the ptdbg functions set, one per process, as ptdbg keeps it."""
+
+    def __init__(self) -> None:
+        self.dump_path = os.path.join(".", DEFAULT_TAG)
+        self.pkl_path: str | None = None
+        self.model: object = None
+        self.rank: int | None = None
+        self.debugger: Debugger | None = None
+        self.steps = 0
+
+
+_session = _Session()
+
+
+def seed_all(seed: int = 1234, mode: bool = False) -> None:
+    """Seed Python, numpy and every installed framework; ``mode=True`` asks for deterministic kernels."""
+    _seed_all(seed, mode=mode)
+
+
+def set_dump_path(fpath: str | os.PathLike[str] | None = None, dump_tag: str = DEFAULT_TAG) -> None:
+    """Say where the dump goes: ``{folder of fpath}/{dump_tag}/``.
+
+    :param fpath: ptdbg's "dump file", such as ``./npu_dump.pkl``; its folder must exist.
+    :param dump_tag: the folder name under it, to tell dumps apart (``"all"``, ``"conv2d_stack"``).
+    :raises TargetPathError: when the folder does not exist.
+    """
+    from tscore.npy_files import writable_target
+
+    if fpath is None:
+        raise TypeError("set_dump_path: pass the dump file path, such as './npu_dump.pkl'")
+    name = writable_target(fpath, "set_dump_path")
+    tag = str(dump_tag or DEFAULT_TAG)
+    if os.sep in tag or tag in (".", ".."):
+        raise ValueError(f"set_dump_path: dump_tag {tag!r} must be a plain folder name")
+    _session.pkl_path = name
+    _session.dump_path = os.path.join(os.path.dirname(os.path.abspath(name)), tag)
+    _session.steps = 0
+
+
+def register_hook(
+    model: object,
+    hook: Callable[..., Any],
+    overflow_nums: int = 1,
+    dump_mode: str = "api",
+    dump_config: str | None = None,
+    rank: int | None = None,
+    **kwargs: object,
+) -> None:
+    """Name the model to dump and the rank to dump as; the dump starts at ``set_dump_switch("ON")``.
+
+    :param hook: :func:`acc_cmp_dump`.
+    :param rank: the rank folder to write (default: the framework's rank, else 0).
+    :raises DumpConfigError: for ``overflow_check`` or ``dump_mode="acl"``, which need what this
+        version lacks, and for an unknown hook.
+    """
+    if hook is overflow_check:
+        raise DumpConfigError(
+            "register_hook(model, overflow_check): overflow detection is not part of this version of "
+            "tscore; dump statistics with acc_cmp_dump and look for inf and nan in max and min"
+        )
+    if hook is not acc_cmp_dump:
+        raise DumpConfigError(
+            f"register_hook: the hook must be acc_cmp_dump (from tscore.ptdbg), not {hook!r}"
+        )
+    if dump_mode != "api":
+        raise DumpConfigError(
+            f"register_hook: dump_mode={dump_mode!r} needs ACL dumps of an Ascend NPU (the ts_npu plugin); "
+            "on this device use dump_mode='api'"
+        )
+    if rank is not None and (not isinstance(rank, int) or rank < 0):
+        raise ValueError(f"register_hook: rank must be a rank number >= 0, not {rank!r}")
+    _session.model = model
+    _session.rank = rank
+
+
+def _mode_config(mode: str, scope: Sequence[str], api_list: Sequence[str]) -> dict[str, Any]:
+    """Translate ptdbg's mode into the dump config's filters."""
+    if mode == "all":
+        return {}
+    if mode == "list":
+        if not scope:
+            raise DumpConfigError("set_dump_switch(mode='list') needs scope=[names of the calls to dump]")
+        return {"list": list(scope)}
+    if mode == "range":
+        if len(scope) != 2:
+            raise DumpConfigError(
+                f"set_dump_switch(mode='range') needs scope=[first call, last call], got {list(scope)!r}"
+            )
+        return {"scope": list(scope)}
+    if mode == "stack":  # no scope: every call; one name: the calls it begins; two: a range
+        if len(scope) > 2:
+            raise DumpConfigError(
+                f"set_dump_switch(mode='stack') takes up to two names in scope, got {list(scope)!r}"
+            )
+        return {"scope": list(scope)} if len(scope) == 2 else {"list": list(scope)}
+    if mode == "api_list":
+        if not api_list:
+            raise DumpConfigError(
+                "set_dump_switch(mode='api_list') needs api_list=[API names, such as 'relu']"
+            )
+        return {"apis": list(api_list)}
+    if mode == "api_stack":
+        return {"stack": True}
+    raise DumpConfigError(
+        "set_dump_switch(mode='acl') needs ACL dumps of an Ascend NPU (the ts_npu plugin); on this device "
+        "use mode='list' with the same scope"
+    )
+
+
+def set_dump_switch(
+    switch: str,
+    mode: str = "all",
+    scope: Iterable[str] | None = None,
+    api_list: Iterable[str] | None = None,
+    filter_switch: str = "ON",
+    dump_mode: Sequence[str] | None = None,
+    summary_only: bool = False,
+) -> None:
+    """Turn the dump on or off; ``mode`` chooses what to dump (spec 004).
+
+    * ``all``: every API call; ``list``: the calls named in ``scope``
+      (``["Tensor_permute_1_forward", "Torch_relu_3_backward"]``); ``range``: every call from
+      ``scope[0]`` to ``scope[1]``; ``stack``: their stacks only; ``api_list``: every call of
+      the APIs named (``["relu"]``); ``api_stack``: everything, with stacks; ``acl`` needs an NPU.
+    * ``filter_switch="OFF"`` keeps bool and integer tensors too.
+    * ``dump_mode``: ``["forward"]``, ``["backward"]``, ``["input"]``, ``["output"]`` or ``["all"]``.
+    * ``summary_only``: statistics without the tensors.
+
+    :raises DumpConfigError: for an unknown switch or mode, a scope that does not fit the mode,
+        or ``acl``; naming the value and the accepted ones.
+    """
+    if switch not in ("ON", "OFF"):
+        raise DumpConfigError(f"set_dump_switch: the switch is 'ON' or 'OFF', not {switch!r}")
+    if switch == "OFF":
+        debugger, _session.debugger = _session.debugger, None
+        if debugger is not None:
+            debugger.stop()
+            _write_ptdbg_pkl(debugger)
+        return
+    if mode not in MODES:
+        raise DumpConfigError(f"set_dump_switch: mode {mode!r} is not one of {', '.join(MODES)}")
+    if filter_switch not in ("ON", "OFF"):
+        raise DumpConfigError(f"set_dump_switch: filter_switch is 'ON' or 'OFF', not {filter_switch!r}")
+    if _session.debugger is not None:
+        _session.debugger.stop()
+    values = _mode_config(mode, list(scope or []), list(api_list or []))
+    values.update(
+        task="statistics" if summary_only else "tensor",
+        dump_path=_session.dump_path,
+        filter_int=filter_switch == "ON",
+        data_mode=list(dump_mode or ["all"]),
+        step=[],
+        level="L1",
+    )
+    values.setdefault("stack", mode in ("stack", "api_stack", "range", "list"))
+    config = make_config(values, "set_dump_switch")
+    debugger = Debugger(config, rank_id=_session.rank)
+    debugger.current_step = _session.steps
+    _session.steps += 1
+    if mode == "stack":
+        debugger.start(_session.model)
+        if debugger.recorder is not None:
+            debugger.recorder.stack_only = True
+    else:
+        debugger.start(_session.model)
+    _session.debugger = debugger
+
+
+def _write_ptdbg_pkl(debugger: Debugger) -> None:
+    """Also write ptdbg's ``.pkl`` (JSON lines ``[name, step, [], dtype, shape, [max, min, mean]]``).
+
+    It goes beside tscore's records in each folder dumped, named after the path given to
+    :func:`set_dump_path`, so that tools reading ptdbg's files read this dump.
+    """
+    if _session.pkl_path is None:
+        return
+    stem = os.path.splitext(os.path.basename(_session.pkl_path))[0]
+    for folder in debugger.folders:
+        try:
+            with open(os.path.join(folder, f"{stem}.pkl"), "w", encoding="utf-8") as out:
+                for record in find_records(folder):
+                    for side in ("inputs", "outputs"):
+                        for entry in record.get(side, ()):
+                            if entry.get("type") != "tensor" or "error" in entry:
+                                continue
+                            summary = [entry.get("max"), entry.get("min"), entry.get("mean")]
+                            line = [
+                                entry["name"],
+                                record["step"],
+                                [],
+                                entry["dtype"],
+                                entry["shape"],
+                                summary,
+                            ]
+                            out.write(json.dumps(line) + "\n")
+        except OSError as exc:
+            log.warning("ptdbg .pkl not written in %s: %s", folder, exc)
+
+
+def set_backward_input(backward_input: Iterable[str]) -> None:
+    """Ptdbg's input files for an ACL dump of a backward API: ACL dumps need an Ascend NPU.
+
+    :raises DumpConfigError: always on a device without ACL, saying what to use instead.
+    """
+    raise DumpConfigError(
+        "set_backward_input feeds ACL dumps, which need an Ascend NPU (the ts_npu plugin); on this device "
+        "dump the backward call with set_dump_switch('ON', mode='list', scope=[...])"
+    )
+
+
+def parse(pkl_path: str | os.PathLike[str], api_name: str) -> list[dict[str, Any]]:
+    """Print the stack and statistics of one call (or every call whose name starts with ``api_name``).
+
+    :param pkl_path: the path given to :func:`set_dump_path`, a dump folder, or a ``dump.jsonl``.
+    :param api_name: ``Torch_batch_norm_1_forward`` (msprobe's ``Torch.batch_norm.1.forward`` works too).
+    :return: the matching records, with their stacks.
+    :raises FileNotFoundError: naming the path when no dump is there.
+    """
+    records = find_records(os.fspath(pkl_path), api_name, session_path=_session_folder(pkl_path))
+    if not records:
+        log.warning("parse: no call named %s in %s", api_name, os.fspath(pkl_path))
+    print_report("\n\n".join(format_record(record) for record in records) or f"no call named {api_name}")
+    return records
+
+
+def _session_folder(pkl_path: str | os.PathLike[str]) -> str | None:
+    if _session.pkl_path is not None and os.path.abspath(os.fspath(pkl_path)) == os.path.abspath(
+        _session.pkl_path
+    ):
+        return _session.dump_path
+    return None
