@@ -65,6 +65,7 @@ class _Session:
     def __init__(self) -> None:
         self.dump_path = os.path.join(".", DEFAULT_TAG)
         self.pkl_path: str | None = None
+        self.folders: dict[str, str] = {}  # each path given to set_dump_path -> its dump folder
         self.model: object = None
         self.rank: int | None = None
         self.debugger: Debugger | None = None
@@ -96,6 +97,7 @@ def set_dump_path(fpath: str | os.PathLike[str] | None = None, dump_tag: str = D
         raise ValueError(f"set_dump_path: dump_tag {tag!r} must be a plain folder name")
     _session.pkl_path = name
     _session.dump_path = os.path.join(os.path.dirname(os.path.abspath(name)), tag)
+    _session.folders[os.path.abspath(name)] = _session.dump_path
     _session.steps = 0
 
 
@@ -286,8 +288,5 @@ def parse(pkl_path: str | os.PathLike[str], api_name: str) -> list[dict[str, Any
 
 
 def _session_folder(pkl_path: str | os.PathLike[str]) -> str | None:
-    if _session.pkl_path is not None and os.path.abspath(os.fspath(pkl_path)) == os.path.abspath(
-        _session.pkl_path
-    ):
-        return _session.dump_path
-    return None
+    """The dump folder of a path given to :func:`set_dump_path` in this process, if it was given."""
+    return _session.folders.get(os.path.abspath(os.fspath(pkl_path)))

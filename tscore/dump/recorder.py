@@ -164,16 +164,21 @@ class DumpRecorder:
         if not self.active:
             return None
         name = CallName(prefix, api, index, "forward")
-        wanted = self._filter.wants(name)
+        wanted = self._filter.wants(name) and self._direction_wanted("forward")
         backward = CallName(prefix, api, index, "backward")
-        wanted_backward = self.config.wants("backward", "input") or self.config.wants("backward", "output")
-        if not wanted and not (wanted_backward and self._filter_peek(backward)):
+        if not wanted and not (self._direction_wanted("backward") and self._filter_peek(backward)):
             return None
         module, key = self._provenance(f"{prefix}.{api}")
         token = CallToken(name, key, module, self._stack(), [], record=wanted)
         if wanted and not self.stack_only and self.config.wants("forward", "input"):
             token.inputs = self._arguments(name.ptdbg, "input", args, kwargs)
         return token
+
+    def _direction_wanted(self, direction: str) -> bool:
+        """Whether ``data_mode`` keeps anything of a call's ``direction`` (stacks alone: always)."""
+        return (
+            self.stack_only or self.config.wants(direction, "input") or self.config.wants(direction, "output")
+        )
 
     def _filter_peek(self, name: CallName) -> bool:
         """Whether a call's backward is listed (a list or API filter names it), without moving a range."""
@@ -199,7 +204,7 @@ class DumpRecorder:
         if not self.active:
             return
         name = CallName(token.name.prefix, token.name.api, token.name.index, "backward")
-        if not self._filter.wants(name):
+        if not self._direction_wanted("backward") or not self._filter.wants(name):
             return
         inputs = outputs = []
         if not self.stack_only:
@@ -400,9 +405,12 @@ def finish_record(record: Mapping[str, Any]) -> Mapping[str, Any]:
             if "stats" not in entry:
                 continue
             stats = entry.pop("stats")
-            values = (
-                [] if stats is None else np.asarray(to_numpy(stats, copy=False), np.float64).ravel().tolist()
-            )
+            if stats is None:
+                values: list[Any] = []
+            elif isinstance(stats, (list, tuple)):
+                values = [None if v is None else float(v) for v in stats]
+            else:
+                values = np.asarray(to_numpy(stats, copy=False), np.float64).ravel().tolist()
             entry["max"], entry["min"], entry["mean"], entry["norm"] = (values + [None] * 4)[:4]
     return record
 

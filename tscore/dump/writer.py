@@ -69,6 +69,7 @@ class DumpWriter:
         self._streams: dict[str, Any] = {}
         self.bytes_written = 0
         self.tensors_written = 0
+        self.lines_lost = 0
         self._thread = threading.Thread(target=self._run, name="tscore-dump-writer", daemon=True)
         self._thread.start()
 
@@ -153,8 +154,14 @@ class DumpWriter:
                         self._write_tensor(*payload)
                     if self._queue.empty():
                         self._flush()
-            except Exception as exc:  # full disk, unwritable folder, a value json cannot write
+            except OSError as exc:  # a full disk, an unwritable folder: the dump ends here
                 self._fail(exc)
+            except Exception as exc:  # one value that cannot be written: that line is lost, not the dump
+                self.lines_lost += 1
+                if self.lines_lost == 1:
+                    log.warning(
+                        "dump to %s: a record could not be written and is left out: %s", self.folder, exc
+                    )
             finally:
                 with self._room:
                     self._waiting -= size

@@ -189,7 +189,9 @@ class TorchBackend(Backend):
         import torch
 
         t = tensor.detach()
-        if t.numel() == 0 or t.is_meta:
+        if t.is_meta:
+            raise UnsupportedObjectError("a tensor on the 'meta' device has no values to summarise")
+        if t.numel() == 0:
             return None
         with torch.no_grad():
             if t.is_complex():
