@@ -288,5 +288,5 @@ def parse(pkl_path: str | os.PathLike[str], api_name: str) -> list[dict[str, Any
 
 
 def _session_folder(pkl_path: str | os.PathLike[str]) -> str | None:
-    """The dump folder of a path given to :func:`set_dump_path` in this process, if it was given."""
+    """Return the dump folder of a path given to :func:`set_dump_path` in this process, if it was given."""
     return _session.folders.get(os.path.abspath(os.fspath(pkl_path)))
