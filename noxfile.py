@@ -4,7 +4,7 @@ Plain ``nox`` runs lint and the five test sessions: the core with no framework
 installed, torch alone, MindSpore alone, both together, and the PaddlePaddle
 backend beside torch. ``nox -s example``
 runs the bundled example; ``nox -s bench``, ``nox -s bench_compare`` and
-``nox -s bench_checkpoint``, ``nox -s bench_netdiff`` the benchmarks.
+``nox -s bench_checkpoint``, ``nox -s bench_netdiff``, ``nox -s bench_dump`` the benchmarks.
 """
 
 from __future__ import annotations
@@ -130,6 +130,32 @@ def bench_checkpoint(session: nox.Session) -> None:
     """Checkpoint conversion and reading against torch.load + mindspore.save_checkpoint (3 GB of disk)."""
     session.install(*CONSTRAINTS, ".", TORCH_PLUGIN, MS_PLUGIN, MS_NUMPY)
     session.run("python", "benchmarks/bench_checkpoint.py", *session.posargs)
+
+
+# msprobe 26.2 (PyPI mindstudio-probe), the tool users switch from, in its own venv beside torch 2.13.
+MSPROBE_ENV = Path(".nox") / "msprobe-26.2"
+
+
+@nox.session(python=PYTHON)
+def bench_dump(session: nox.Session) -> None:
+    """The API dump's cost per training step against msprobe 26.2, side by side (small ResNet, encoder)."""
+    session.install(*CONSTRAINTS, ".", TORCH_PLUGIN)
+    msprobe_python = MSPROBE_ENV / "bin" / "python"
+    if not msprobe_python.exists():
+        session.run("python", "-m", "venv", str(MSPROBE_ENV))
+        session.run(
+            str(msprobe_python),
+            "-m",
+            "pip",
+            "install",
+            "numpy<2",
+            "torch==2.13.0",
+            "mindstudio-probe==26.2.0",
+            external=True,
+        )
+    session.run(
+        "python", "benchmarks/bench_dump.py", "--msprobe-python", str(msprobe_python), *session.posargs
+    )
 
 
 @nox.session(python=PYTHON)

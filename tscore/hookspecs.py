@@ -464,12 +464,15 @@ def ts_tensor_stats(tensor: object) -> object | None:
 
 @hookspec(firstresult=True)
 def ts_tensor_key(tensor: object) -> object | None:
-    """Return a value that changes whenever ``tensor``'s contents may have changed (torch's ``_version``).
+    """Return a hashable identity of ``tensor``'s current contents, or ``None`` when you cannot tell.
 
-    ``firstresult``: return ``None`` for tensors that are not yours. The dump
-    writes a tensor once and reuses its statistics while the tensor object is
-    alive and this value is unchanged (one API's output is the next one's input).
-    A framework without in-place updates may return a constant.
+    ``firstresult``: return ``None`` for tensors that are not yours. Two
+    tensors with equal keys must hold the same values: include the memory
+    address, the layout and whatever changes on an in-place update (torch:
+    ``(data_ptr, _version, shape, stride, dtype)``). The dump keeps the tensor
+    while it uses the key, so the memory cannot be reused meanwhile, and writes
+    a tensor once and computes its statistics once when it is one call's output
+    and the next one's input.
     """
 
 

@@ -27,8 +27,8 @@ from __future__ import annotations
 import linecache
 import logging
 import sys
-import weakref
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +38,7 @@ import numpy as np
 from tscore.dump.config import DumpConfig
 from tscore.dump.names import MODULE_PREFIX, CallName, canonical, parse_name, tensor_name
 from tscore.dump.writer import CONSTRUCT_FILE, STACKS_FILE, TENSORS_FOLDER, DumpWriter
-from tscore.plugins import hook
+from tscore.plugins import get_plugin_manager, hook
 from tscore.tensors import to_numpy
 
 log = logging.getLogger(__name__)
@@ -46,6 +46,88 @@ log = logging.getLogger(__name__)
 _PLAIN = (bool, int, float, str, type(None))
 # frames of these packages are left out of the stacks users read
 _INTERNAL_PACKAGES = ("tscore", "ts_torch", "ts_mindspore", "ts_paddle", "ts_npu", "ts_msadapter")
+
+
+# how many recent tensors the recorder remembers, to reuse their statistics and files
+RECENT_TENSORS = 64
+_INTEGER_DTYPES = frozenset(
+    {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
+)
+_MISSING = object()
+
+
+@dataclass
+class _Seen:
+    """A tensor seen lately, with its statistics and file once they exist."""
+
+    tensor: Any
+    stats: Any = _MISSING
+    file: str | None = None
+
+
+class TensorOps:
+    """What the recorder asks of a tensor's backend: its dtype, device, statistics and identity key."""
+
+    def __init__(self, backend: Any) -> None:
+        """Bind the backend (a :class:`tscore.backend.Backend`), or None to go through the hooks."""
+        self._backend = backend
+        self._dtypes: dict[str, str] = {}
+
+    def dtype(self, tensor: Any) -> str:
+        """The neutral dtype name."""
+        if self._backend is None:
+            return str(hook().ts_tensor_meta(obj=tensor).dtype)
+        native = self._backend.tensor_dtype(tensor)
+        neutral = self._dtypes.get(native)
+        if neutral is None:
+            neutral = self._dtypes[native] = self._backend.neutral_dtype(native)
+        return neutral
+
+    def device(self, tensor: Any) -> str:
+        """Where the tensor lives."""
+        if self._backend is None:
+            return str(hook().ts_tensor_meta(obj=tensor).device)
+        return str(self._backend.tensor_device(tensor))
+
+    def stats(self, tensor: Any) -> Any:
+        """Max, min, mean and L2 norm, computed by the backend on the tensor's device."""
+        if self._backend is None:
+            return hook().ts_tensor_stats(tensor=tensor)
+        return self._backend.tensor_stats(tensor)
+
+    def key(self, tensor: Any) -> Any:
+        """An identity of the tensor's current contents, or None when the backend gives none."""
+        if self._backend is None:
+            return hook().ts_tensor_key(tensor=tensor)
+        return self._backend.tensor_key(tensor)
+
+
+class _Dispatch:
+    """The :class:`TensorOps` for a value's type, found once per type: a Backend's methods, else the hooks."""
+
+    def __init__(self) -> None:
+        self._by_type: dict[type, TensorOps | None] = {}
+
+    def of(self, value: Any) -> TensorOps | None:
+        """Return the ops for ``value``, or None when it is no tensor of any loaded plugin."""
+        cls = type(value)
+        if cls in self._by_type:
+            return self._by_type[cls]
+        from tscore.backend import Backend
+
+        ops: TensorOps | None = None
+        for plugin in get_plugin_manager().get_plugins():
+            if (
+                isinstance(plugin, Backend)
+                and plugin.implements("ts_tensor_stats")
+                and plugin.owns_tensor(value)
+            ):
+                ops = TensorOps(plugin)
+                break
+        if ops is None and hook().ts_is_tensor(obj=value):
+            ops = TensorOps(None)
+        self._by_type[cls] = ops
+        return ops
 
 
 @dataclass
@@ -135,8 +217,8 @@ class DumpRecorder:
         self._module_calls: dict[str, int] = {}
         self._module_tree: set[str] = set()
         self._stacks: dict[tuple[tuple[str, int, str], ...], int] = {}
-        self._written: dict[int, tuple[weakref.ref[Any], Any, str]] = {}
-        self._stats: dict[int, tuple[weakref.ref[Any], Any, Any]] = {}
+        self._recent: OrderedDict[Any, _Seen] = OrderedDict()
+        self._ops = _Dispatch()
         self.busy = 0  # > 0 while the recorder itself runs framework code: backends report none of it
 
     # ------------------------------------------------------------ switches
@@ -318,63 +400,62 @@ class DumpRecorder:
             for key, item in value.items():
                 self._describe(call, side, (*path, str(key)), item, out)
             return
-        if not hook().ts_is_tensor(obj=value):
+        ops = self._ops.of(value)
+        if ops is None:
             out.append({"name": name, "type": type(value).__name__})
             return
-        entry = self._tensor(name, value)
+        entry = self._tensor(name, value, ops)
         if entry is not None:
             out.append(entry)
 
-    def _tensor(self, name: str, tensor: Any) -> dict[str, Any] | None:
+    def _tensor(self, name: str, tensor: Any, ops: TensorOps) -> dict[str, Any] | None:
         self.busy += 1
         try:
-            meta = hook().ts_tensor_meta(obj=tensor)
-            if self.config.filter_int and meta.dtype in ("bool", "int8", "int16", "int32", "int64", "uint8"):
+            dtype = ops.dtype(tensor)
+            if self.config.filter_int and dtype in _INTEGER_DTYPES:
                 return None
             entry: dict[str, Any] = {
                 "name": name,
                 "type": "tensor",
-                "dtype": meta.dtype,
-                "shape": list(meta.shape),
-                "device": meta.device,
+                "dtype": dtype,
+                "shape": [int(d) for d in tensor.shape],
+                "device": ops.device(tensor),
             }
-            entry["stats"] = self._statistics(tensor)
+            known = self._recent_entry(tensor, ops)
+            if known.stats is _MISSING:
+                known.stats = ops.stats(tensor)
+            entry["stats"] = known.stats
             if self.md5:
                 entry["md5"] = f"{zlib.crc32(to_numpy(tensor, copy=False).tobytes()):08x}"
             if not self.stats_only:
-                entry["file"] = self._file(name, tensor)
+                if known.file is None:
+                    known.file = f"{TENSORS_FOLDER}/{name}.npy"
+                    self.writer.submit_tensor(known.file, to_numpy(tensor, copy=True))
+                entry["file"] = known.file
             return entry
         except Exception as exc:  # a meta or sparse tensor: the record says so, the dump goes on
             return {"name": name, "type": "tensor", "error": f"{type(exc).__name__}: {exc}"}
         finally:
             self.busy -= 1
 
-    def _statistics(self, tensor: Any) -> Any:
-        """Get max, min, mean, L2 norm from the backend, on the device; reused for an unchanged tensor."""
-        version = hook().ts_tensor_key(tensor=tensor)
-        cached = self._stats.get(id(tensor))
-        if cached is not None and cached[0]() is tensor and cached[1] == version:
-            return cached[2]
-        stats = hook().ts_tensor_stats(tensor=tensor)
-        try:
-            self._stats[id(tensor)] = (weakref.ref(tensor), version, stats)
-        except TypeError:
-            pass
-        return stats
+    def _recent_entry(self, tensor: Any, ops: TensorOps) -> _Seen:
+        """What was computed for the same unchanged tensor lately (one call's output, the next one's input).
 
-    def _file(self, name: str, tensor: Any) -> str:
-        """Write a tensor once: an unchanged tensor seen again (the next call's input) refers to its file."""
-        version = hook().ts_tensor_key(tensor=tensor)
-        known = self._written.get(id(tensor))
-        if known is not None and known[0]() is tensor and known[1] == version:
-            return known[2]
-        relative = f"{TENSORS_FOLDER}/{name}.npy"
-        self.writer.submit_tensor(relative, to_numpy(tensor, copy=True))
-        try:
-            self._written[id(tensor)] = (weakref.ref(tensor), version, relative)
-        except TypeError:
-            pass
-        return relative
+        The cache holds the tensors themselves, so their memory cannot be reused while a key
+        names it; it keeps the last :data:`RECENT_TENSORS` only, so memory stays bounded.
+        """
+        key = ops.key(tensor)
+        if key is None:
+            return _Seen(tensor)
+        found = self._recent.get(key)
+        if found is not None:
+            self._recent.move_to_end(key)
+            return found
+        seen = _Seen(tensor)
+        self._recent[key] = seen
+        if len(self._recent) > RECENT_TENSORS:
+            self._recent.popitem(last=False)
+        return seen
 
     def _emit(
         self, token: CallToken, name: CallName, inputs: list[dict[str, Any]], outputs: list[dict[str, Any]]

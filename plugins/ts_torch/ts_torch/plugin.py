@@ -49,6 +49,9 @@ _BIT_CAST = {
 }
 
 
+_WIDE_ENOUGH: tuple[Any, ...] = ()  # float32 and float64, filled once torch is imported
+
+
 def _dtype_name(tensor: Any) -> str:
     return str(tensor.dtype).removeprefix("torch.")
 
@@ -61,7 +64,10 @@ class TorchBackend(Backend):
 
     def tensor_types(self) -> tuple[type, ...]:
         """``torch.Tensor`` and its subclasses (``nn.Parameter``)."""
-        return (sys.modules["torch"].Tensor,)
+        global _WIDE_ENOUGH
+        torch = sys.modules["torch"]
+        _WIDE_ENOUGH = (torch.float32, torch.float64)
+        return (torch.Tensor,)
 
     def model_types(self) -> tuple[type, ...]:
         """``torch.nn.Module``."""
@@ -185,25 +191,30 @@ class TorchBackend(Backend):
         return ApiCapture(recorder).install()
 
     def tensor_stats(self, tensor: Any) -> Any:
-        """Max, min, mean and L2 norm as one float64 tensor on the tensor's device (None when empty)."""
+        """Max, min, mean and L2 norm as four 0-d tensors on the tensor's device (None when empty).
+
+        Three reductions (``aminmax``, ``sum``, ``vector_norm``), in float32 for half types and
+        float64 for integers, with no autograd graph; nothing leaves the device here.
+        """
         import torch
 
-        t = tensor.detach()
-        if t.is_meta:
+        if tensor.is_meta:
             raise UnsupportedObjectError("a tensor on the 'meta' device has no values to summarise")
-        if t.numel() == 0:
+        count = tensor.numel()
+        if count == 0:
             return None
         with torch.no_grad():
+            t = tensor
             if t.is_complex():
                 t = t.abs()
-            if t.dtype != torch.float64:
-                t = t.to(torch.float64 if not t.is_floating_point() else torch.float32)
+            if t.dtype not in _WIDE_ENOUGH:
+                t = t.to(torch.float32 if t.is_floating_point() else torch.float64)
             low, high = torch.aminmax(t)
-            return torch.stack([high, low, t.mean(), torch.linalg.vector_norm(t)]).to(torch.float64)
+            return high, low, t.sum() / count, torch.linalg.vector_norm(t)
 
     def tensor_key(self, tensor: Any) -> Any:
-        """Torch's version counter: it moves on every in-place change."""
-        return tensor._version
+        """Identify the contents: memory, version counter (it moves on every in-place change), layout."""
+        return (tensor.data_ptr(), tensor._version, tensor.shape, tensor.stride(), tensor.dtype)
 
     def current_rank(self) -> int | None:
         """Return the rank of ``torch.distributed`` when it is initialised."""

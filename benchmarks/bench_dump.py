@@ -1,0 +1,241 @@
+"""What an API-level dump costs a training step: tscore against msprobe, side by side, one thread.
+
+Each measurement runs in a fresh interpreter (``--worker``), so that one tool's
+patches cannot touch another's numbers: msprobe runs from its own venv
+(``nox -s bench_dump`` installs ``mindstudio-probe`` 26.2 there), tscore from
+this one. A worker times plain steps (forward, backward, SGD step) of a small
+ResNet or a small transformer encoder, then dumped steps (``start``, step,
+``stop``, ``step()``), then plain steps again after the dump stopped, and
+reports the medians; ratios are taken within one worker. Tensor mode also
+reports the bytes written per step against ``np.save`` of the same tensors,
+and a 50-step statistics run reports how resident memory moves.
+
+    python benchmarks/bench_dump.py [--msprobe-python .nox/msprobe-26.2/bin/python] [--steps 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+MODELS = ("resnet", "encoder")
+
+
+def _model(name: str) -> tuple[Any, Any, Any]:
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    torch.manual_seed(0)
+    if name == "resnet":
+
+        class Block(nn.Module):
+            def __init__(self, c_in: int, c_out: int, stride: int) -> None:
+                super().__init__()
+                self.c1 = nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False)
+                self.b1 = nn.BatchNorm2d(c_out)
+                self.c2 = nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False)
+                self.b2 = nn.BatchNorm2d(c_out)
+                self.short = (
+                    nn.Sequential()
+                    if stride == 1 and c_in == c_out
+                    else nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.BatchNorm2d(c_out))
+                )
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                y = F.relu(self.b1(self.c1(x)))
+                return F.relu(self.b2(self.c2(y)) + self.short(x))
+
+        class ResNet(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.stem = nn.Sequential(
+                    nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU()
+                )
+                self.layers = nn.Sequential(Block(16, 16, 1), Block(16, 32, 2), Block(32, 64, 2))
+                self.fc = nn.Linear(64, 10)
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                return self.fc(F.adaptive_avg_pool2d(self.layers(self.stem(x)), 1).flatten(1))
+
+        return ResNet(), torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))
+
+    class Encoder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(100, 64)
+            layer = nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True)
+            self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+            self.head = nn.Linear(64, 10)
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            return self.head(self.encoder(self.embed(ids)).mean(1))
+
+    return Encoder(), torch.randint(0, 100, (8, 32)), torch.randint(0, 10, (8,))
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def worker(tool: str, model_name: str, task: str, steps: int, folder: str) -> dict[str, Any]:
+    """Time plain, dumped and after-stop steps in this interpreter; return the medians."""
+    import torch
+    import torch.nn.functional as F
+
+    torch.set_num_threads(1)
+    net, x, y = _model(model_name)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
+
+    def step() -> None:
+        optimizer.zero_grad()
+        F.cross_entropy(net(x), y).backward()
+        optimizer.step()
+
+    def timed(run: Any, count: int) -> list[float]:
+        times = []
+        for _ in range(count):
+            began = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - began)
+        return times
+
+    for _ in range(3):
+        step()
+    plain = timed(step, steps)
+    if tool == "tscore":
+        import tscore as ts
+
+        debugger: Any = ts.dump.Debugger(task=task, dump_path=folder, level="L1")
+    else:
+        from msprobe.pytorch import PrecisionDebugger
+
+        debugger = PrecisionDebugger(task=task, dump_path=folder, level="L1")
+
+    def dumped() -> None:
+        debugger.start(net)
+        step()
+        debugger.stop()
+        debugger.step()
+
+    dumped()  # the first dumped step pays for imports and set-up; not timed
+    during = timed(dumped, steps)
+    after = timed(step, steps)
+    result: dict[str, Any] = {
+        "tool": tool,
+        "model": model_name,
+        "task": task,
+        "plain_ms": statistics.median(plain) * 1e3,
+        "dumped_ms": statistics.median(during) * 1e3,
+        "after_ms": statistics.median(after) * 1e3,
+    }
+    written = sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(folder) for f in files)
+    result["bytes_per_step"] = written / (steps + 1)
+    if tool == "tscore" and task == "statistics":
+        rss = []
+        for index in range(50):
+            dumped()
+            if index in (4, 49):
+                rss.append(_rss_mb())
+        result["rss_growth_mb_steps_5_to_50"] = rss[1] - rss[0]
+    return result
+
+
+def np_save_rate(folder: str) -> float:
+    """MB/s of np.save writing the tensors of one dumped step again, to the same disk."""
+    import numpy as np
+
+    arrays = []
+    for root, _, files in os.walk(folder):
+        arrays += [np.load(os.path.join(root, f)) for f in files if f.endswith(".npy")]
+        if arrays:
+            break
+    target = tempfile.mkdtemp(dir=os.path.dirname(folder))
+    began = time.perf_counter()
+    for index, array in enumerate(arrays):
+        with open(os.path.join(target, f"{index}.npy"), "wb") as stream:
+            np.save(stream, array)
+            stream.flush()
+    seconds = time.perf_counter() - began
+    total = sum(a.nbytes for a in arrays)
+    shutil.rmtree(target)
+    return total / seconds / 1e6
+
+
+def run(python: str, tool: str, model: str, task: str, steps: int, root: str) -> dict[str, Any]:
+    folder = os.path.join(root, f"{tool}-{model}-{task}")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    out = subprocess.run(
+        [python, __file__, "--worker", tool, model, task, str(steps), folder],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    if out.returncode != 0:
+        return {"tool": tool, "model": model, "task": task, "error": out.stderr.strip().splitlines()[-1:]}
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    if task == "tensor" and tool == "tscore":
+        result["np_save_mb_s"] = np_save_rate(folder)
+        extra = (result["dumped_ms"] - result["plain_ms"]) / 1e3
+        result["dump_mb_s"] = result["bytes_per_step"] / extra / 1e6 if extra > 0 else float("inf")
+    shutil.rmtree(folder, ignore_errors=True)
+    return result
+
+
+def main() -> None:
+    """Run every worker, tscore's and msprobe's, and print one table of ratios."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worker", nargs=5, metavar=("TOOL", "MODEL", "TASK", "STEPS", "FOLDER"))
+    parser.add_argument("--msprobe-python", default=None, help="an interpreter with mindstudio-probe")
+    parser.add_argument("--steps", type=int, default=15)
+    parser.add_argument("--json", default=None, help="also write the results here")
+    args = parser.parse_args()
+    if args.worker:
+        tool, model, task, steps, folder = args.worker
+        print(json.dumps(worker(tool, model, task, int(steps), folder)))
+        return
+    root = tempfile.mkdtemp(prefix="bench_dump_", dir=".")
+    rows = []
+    for model in MODELS:
+        for task in ("statistics", "tensor"):
+            rows.append(run(sys.executable, "tscore", model, task, args.steps, root))
+            if args.msprobe_python:
+                rows.append(run(args.msprobe_python, "msprobe", model, task, args.steps, root))
+    shutil.rmtree(root, ignore_errors=True)
+    print(
+        f"{'tool':8} {'model':8} {'task':10} {'plain':>8} {'dumped':>8} {'ratio':>6} {'after stop':>10}  notes"
+    )
+    for row in rows:
+        if "error" in row:
+            print(f"{row['tool']:8} {row['model']:8} {row['task']:10} failed: {row['error']}")
+            continue
+        notes = []
+        if "dump_mb_s" in row:
+            notes.append(f"writes {row['dump_mb_s']:.0f} MB/s, np.save {row['np_save_mb_s']:.0f} MB/s")
+        if "rss_growth_mb_steps_5_to_50" in row:
+            notes.append(f"RSS {row['rss_growth_mb_steps_5_to_50']:+.1f} MB from step 5 to 50")
+        notes.append(f"{row['bytes_per_step'] / 1e6:.1f} MB/step")
+        print(
+            f"{row['tool']:8} {row['model']:8} {row['task']:10} {row['plain_ms']:7.1f}ms {row['dumped_ms']:7.1f}ms "
+            f"{row['dumped_ms'] / row['plain_ms']:5.2f}x {row['after_ms'] / row['plain_ms']:9.2f}x  "
+            + "; ".join(notes)
+        )
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as stream:
+            json.dump(rows, stream, indent=2)
+
+
+if __name__ == "__main__":
+    main()
