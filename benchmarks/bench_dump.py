@@ -215,7 +215,8 @@ def main() -> None:
                 rows.append(run(args.msprobe_python, "msprobe", model, task, args.steps, root))
     shutil.rmtree(root, ignore_errors=True)
     print(
-        f"{'tool':8} {'model':8} {'task':10} {'plain':>8} {'dumped':>8} {'ratio':>6} {'after stop':>10}  notes"
+        f"{'tool':8} {'model':8} {'task':10} {'plain':>8} {'dumped':>8} {'ratio':>6} {'after stop':>10}"
+        "  notes"
     )
     for row in rows:
         if "error" in row:
@@ -228,7 +229,8 @@ def main() -> None:
             notes.append(f"RSS {row['rss_growth_mb_steps_5_to_50']:+.1f} MB from step 5 to 50")
         notes.append(f"{row['bytes_per_step'] / 1e6:.1f} MB/step")
         print(
-            f"{row['tool']:8} {row['model']:8} {row['task']:10} {row['plain_ms']:7.1f}ms {row['dumped_ms']:7.1f}ms "
+            f"{row['tool']:8} {row['model']:8} {row['task']:10} {row['plain_ms']:7.1f}ms "
+            f"{row['dumped_ms']:7.1f}ms "
             f"{row['dumped_ms'] / row['plain_ms']:5.2f}x {row['after_ms'] / row['plain_ms']:9.2f}x  "
             + "; ".join(notes)
         )

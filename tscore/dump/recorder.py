@@ -74,7 +74,7 @@ class TensorOps:
         self._dtypes: dict[str, str] = {}
 
     def dtype(self, tensor: Any) -> str:
-        """The neutral dtype name."""
+        """Return the neutral dtype name."""
         if self._backend is None:
             return str(hook().ts_tensor_meta(obj=tensor).dtype)
         native = self._backend.tensor_dtype(tensor)
@@ -84,19 +84,19 @@ class TensorOps:
         return neutral
 
     def device(self, tensor: Any) -> str:
-        """Where the tensor lives."""
+        """Return where the tensor lives."""
         if self._backend is None:
             return str(hook().ts_tensor_meta(obj=tensor).device)
         return str(self._backend.tensor_device(tensor))
 
     def stats(self, tensor: Any) -> Any:
-        """Max, min, mean and L2 norm, computed by the backend on the tensor's device."""
+        """Return max, min, mean and L2 norm, computed by the backend on the tensor's device."""
         if self._backend is None:
             return hook().ts_tensor_stats(tensor=tensor)
         return self._backend.tensor_stats(tensor)
 
     def key(self, tensor: Any) -> Any:
-        """An identity of the tensor's current contents, or None when the backend gives none."""
+        """Return an identity of the tensor's current contents, or None when the backend gives none."""
         if self._backend is None:
             return hook().ts_tensor_key(tensor=tensor)
         return self._backend.tensor_key(tensor)
@@ -439,7 +439,7 @@ class DumpRecorder:
             self.busy -= 1
 
     def _recent_entry(self, tensor: Any, ops: TensorOps) -> _Seen:
-        """What was computed for the same unchanged tensor lately (one call's output, the next one's input).
+        """Find what was computed for the same unchanged tensor lately (one call's output, the next's input).
 
         The cache holds the tensors themselves, so their memory cannot be reused while a key
         names it; it keeps the last :data:`RECENT_TENSORS` only, so memory stays bounded.
