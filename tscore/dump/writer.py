@@ -2,8 +2,9 @@
 
 The folder of one step and rank holds:
 
-* ``dump.jsonl``: one record per call and direction, appended and flushed;
-  a run killed in the middle leaves every line before the last complete.
+* ``dump.jsonl``: one record per call and direction, appended and flushed in
+  batches of 128 and at ``stop()``; a run killed in the middle leaves every
+  line written before it complete (the last may be cut short: readers skip it).
 * ``stack.jsonl``: each distinct call stack once, ``{"id": 3, "stack": [...]}``;
   records refer to it by id.
 * ``construct.jsonl``: the module tree, ``{"module": path, "type": ..., "parent": ...}``.
@@ -37,6 +38,7 @@ CONSTRUCT_FILE = "construct.jsonl"
 TENSORS_FOLDER = "tensors"
 INFO_FILE = "dump_info.json"
 DEFAULT_QUEUE_BYTES = 256 * 1024 * 1024
+BATCH_LINES = 128
 _RECORD_BYTES = 1024  # what a record is counted as in the queue
 _STOP = ("stop", None, 0)
 
@@ -67,6 +69,7 @@ class DumpWriter:
         self._waiting = 0
         self._limit = max_queue_bytes
         self._streams: dict[str, Any] = {}
+        self._pending: list[tuple[str, Mapping[str, Any]]] = []
         self.bytes_written = 0
         self.tensors_written = 0
         self.lines_lost = 0
@@ -85,11 +88,24 @@ class DumpWriter:
         self._queue.put((kind, payload, size))
 
     def submit_record(self, record: Mapping[str, Any], file: str = RECORDS_FILE) -> None:
-        """Queue one JSON line for ``file`` (records, stacks or the module tree)."""
-        self._put("line", (file, record), _RECORD_BYTES)
+        """Queue one JSON line for ``file`` (records, stacks or the module tree).
+
+        Lines go to the thread in batches of :data:`BATCH_LINES` (each hand-over
+        wakes the thread, which costs the training more than the line itself),
+        and all at :meth:`close`.
+        """
+        self._pending.append((file, record))
+        if len(self._pending) >= BATCH_LINES:
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        batch, self._pending = self._pending, []
+        if batch:
+            self._put("lines", batch, _RECORD_BYTES * len(batch))
 
     def submit_tensor(self, relative: str, array: np.ndarray) -> None:
         """Queue one array for ``tensors/``; ``array`` must be the caller's own copy."""
+        self._hand_over()
         self._put("tensor", (relative, array), int(array.nbytes) + _RECORD_BYTES)
 
     def write_info(self, info: Mapping[str, Any]) -> None:
@@ -102,6 +118,7 @@ class DumpWriter:
 
     def close(self) -> None:
         """Write what is queued, close the files and stop the thread."""
+        self._hand_over()
         if self._thread.is_alive():
             self._queue.put(_STOP)
             self._thread.join()
@@ -119,6 +136,17 @@ class DumpWriter:
         line = json.dumps(self._finish(record), separators=(",", ":"), default=str) + "\n"
         self._stream(file).write(line)
         self.bytes_written += len(line)
+
+    def _write_one(self, file: str, record: Mapping[str, Any]) -> None:
+        """Write one line; a value that cannot be written loses that line, not the dump."""
+        try:
+            self._write_line(file, record)
+        except OSError:
+            raise
+        except Exception as exc:
+            self.lines_lost += 1
+            if self.lines_lost == 1:
+                log.warning("dump to %s: a record could not be written and is left out: %s", self.folder, exc)
 
     def _write_tensor(self, relative: str, array: np.ndarray) -> None:
         path = os.path.join(self.folder, relative)
@@ -148,20 +176,15 @@ class DumpWriter:
                 break
             try:
                 if self.failed is None:
-                    if kind == "line":
-                        self._write_line(*payload)
+                    if kind == "lines":
+                        for file, record in payload:
+                            self._write_one(file, record)
                     else:
                         self._write_tensor(*payload)
                     if self._queue.empty():
                         self._flush()
             except OSError as exc:  # a full disk, an unwritable folder: the dump ends here
                 self._fail(exc)
-            except Exception as exc:  # one value that cannot be written: that line is lost, not the dump
-                self.lines_lost += 1
-                if self.lines_lost == 1:
-                    log.warning(
-                        "dump to %s: a record could not be written and is left out: %s", self.folder, exc
-                    )
             finally:
                 with self._room:
                     self._waiting -= size

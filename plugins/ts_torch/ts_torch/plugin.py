@@ -75,7 +75,7 @@ class TorchBackend(Backend):
 
     def tensor_device(self, tensor: Any) -> str:
         """``cpu``, ``cuda:0``, ``npu:0``."""
-        return str(tensor.device)
+        return "cpu" if tensor.get_device() < 0 else str(tensor.device)
 
     def model_device(self, model: Any) -> str:
         """Return the device of the first parameter or buffer."""
@@ -203,14 +203,13 @@ class TorchBackend(Backend):
         count = tensor.numel()
         if count == 0:
             return None
-        with torch.no_grad():
-            t = tensor
+        t = tensor.detach() if tensor.requires_grad else tensor  # no graph, cheaper than no_grad()
+        if t.dtype not in _WIDE_ENOUGH:
             if t.is_complex():
                 t = t.abs()
-            if t.dtype not in _WIDE_ENOUGH:
-                t = t.to(torch.float32 if t.is_floating_point() else torch.float64)
-            low, high = torch.aminmax(t)
-            return high, low, t.sum() / count, torch.linalg.vector_norm(t)
+            t = t.to(torch.float32 if t.is_floating_point() else torch.float64)
+        low, high = torch.aminmax(t)
+        return high, low, t.sum() / count, torch.linalg.vector_norm(t)
 
     def tensor_key(self, tensor: Any) -> Any:
         """Identify the contents: memory, version counter (it moves on every in-place change), layout."""
