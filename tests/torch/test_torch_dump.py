@@ -56,12 +56,27 @@ def names(folder: Path) -> list[str]:
     return [r["name"] for r in records(folder)]
 
 
+def train_step_dumped(debugger: ts.dump.Debugger, seed: int = 0) -> dict[str, torch.Tensor]:
+    torch.manual_seed(seed)
+    net = SmallNet()
+    debugger.start(net)  # module hooks too (level mix)
+    try:
+        opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+        x = torch.randn(4, 3, 6, 6)
+        loss = F.cross_entropy(net(x), torch.tensor([0, 1, 2, 3]))
+        loss.backward()
+        grads = {f"grad.{n}": p.grad.clone() for n, p in net.named_parameters()}
+        opt.step()
+    finally:
+        debugger.stop()
+    return {"loss": loss.detach(), **grads, **{n: p.detach().clone() for n, p in net.state_dict().items()}}
+
+
 @pytest.mark.parametrize("task", ["statistics", "tensor"])
 def test_a_dumped_training_step_is_bit_identical_and_leaves_the_random_state_alone(tmp_path, task) -> None:
     plain = train_step()
     state_after_plain = torch.get_rng_state()
-    with ts.dump.Debugger(task=task, dump_path=str(tmp_path), level="mix"):
-        dumped = train_step()
+    dumped = train_step_dumped(ts.dump.Debugger(task=task, dump_path=str(tmp_path), level="mix"))
     state_after_dumped = torch.get_rng_state()
     assert plain.keys() == dumped.keys()
     for key in plain:
@@ -80,10 +95,21 @@ def test_nothing_is_left_installed_after_stop_or_after_an_exception(tmp_path) ->
     debugger.stop()
     assert torch._C._len_torch_function_stack() == 0
     assert [(len(m._forward_hooks), len(m._forward_pre_hooks)) for m in net.modules()] == hooks_before
-    with pytest.raises(RuntimeError, match="channels"), ts.dump.Debugger(dump_path=str(tmp_path / "b")):
-        net(torch.randn(1, 5, 6, 6))  # a wrong input raises inside the dumped step
+    failing = ts.dump.Debugger(dump_path=str(tmp_path / "b"), level="mix")
+    failing.start(net)
+    with pytest.raises(RuntimeError, match="channels"):
+        try:
+            net(torch.randn(1, 5, 6, 6))  # a wrong input raises inside the dumped step
+        finally:
+            failing.stop()
     assert torch._C._len_torch_function_stack() == 0
-    assert not net.training or all(m.training for m in net.modules())
+    assert [(len(m._forward_hooks), len(m._forward_pre_hooks)) for m in net.modules()] == hooks_before
+    x = torch.randn(2, requires_grad=True)
+    with ts.dump.Debugger(dump_path=str(tmp_path / "c")):
+        y = torch.exp(x)
+    assert not y.grad_fn._forward_hooks if hasattr(y.grad_fn, "_forward_hooks") else True
+    y.sum().backward()  # the grad_fn hook was removed at stop: no record after it
+    assert [r["name"] for r in records(tmp_path / "c" / "step0" / "rank0")] == ["Torch_exp_0_forward"]
 
 
 def test_aliases_operators_and_counters_are_named_as_ptdbg_names_them(tmp_path) -> None:
@@ -248,7 +274,7 @@ def test_a_disk_that_fails_turns_the_dump_off_and_the_training_goes_on(tmp_path,
 
 KILLED_RUN = """
 import sys, torch, tscore as ts
-debugger = ts.dump.Debugger(dump_path=sys.argv[1], task="tensor")
+debugger = ts.dump.Debugger(dump_path=sys.argv[1], task=sys.argv[2])
 debugger.start()
 x = torch.ones(64)
 i = 0
@@ -260,9 +286,10 @@ while True:
 """
 
 
-def test_a_run_killed_in_the_middle_leaves_every_written_record_readable(tmp_path) -> None:
+@pytest.mark.parametrize("task", ["statistics", "tensor"])
+def test_a_run_killed_in_the_middle_leaves_every_written_record_readable(tmp_path, task) -> None:
     process = subprocess.Popen(
-        [sys.executable, "-c", KILLED_RUN, str(tmp_path)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", KILLED_RUN, str(tmp_path), task], stdout=subprocess.PIPE, text=True
     )
     assert process.stdout is not None and process.stdout.readline().strip() == "running"
     time.sleep(0.5)
@@ -426,3 +453,49 @@ def test_every_set_dump_switch_mode(tmp_path, monkeypatch) -> None:
     with pytest.raises(DumpConfigError, match="'ON' or 'OFF'"):
         ptdbg.set_dump_switch("on")
     assert find_records(str(tmp_path / "modes"), "Torch.exp.0.forward")
+
+
+def test_reuse_never_hides_a_change_in_place_or_through_data(tmp_path) -> None:
+    x = torch.ones(4)
+    with ts.dump.Debugger(dump_path=str(tmp_path)):
+        y = torch.exp(x)
+        y.add_(1)  # in place, between two uses of y
+        torch.neg(y)
+        x.data.add_(5)  # through .data: x's own version counter does not move
+        torch.exp(x)
+    by_name = {r["name"]: r for r in records(tmp_path / "step0" / "rank0")}
+    assert by_name["Torch_neg_0_forward"]["inputs"][0]["max"] == pytest.approx(np.e + 1)
+    assert by_name["Torch_exp_1_forward"]["inputs"][0]["max"] == pytest.approx(6.0)
+
+
+def test_inference_mode_tensors_get_statistics(tmp_path) -> None:
+    with torch.inference_mode(), ts.dump.Debugger(dump_path=str(tmp_path)):
+        torch.exp(torch.zeros(3))
+    exp = next(r for r in records(tmp_path / "step0" / "rank0") if r["api"] == "exp")
+    assert exp["outputs"][0]["max"] == 1.0 and "error" not in exp["outputs"][0]
+
+
+def test_a_call_that_returns_its_input_has_no_backward_of_its_own(tmp_path) -> None:
+    x = torch.randn(3, requires_grad=True)
+    with ts.dump.Debugger(dump_path=str(tmp_path)):
+        torch.exp(x).contiguous().float().sum().backward()
+    got = names(tmp_path / "step0" / "rank0")
+    assert "Torch_exp_0_backward" in got
+    assert "Tensor_contiguous_0_backward" not in got and "Tensor_float_0_backward" not in got
+
+
+def test_a_range_given_by_backward_names(tmp_path) -> None:
+    x = torch.randn(3, requires_grad=True)
+    scope = ["Torch_tanh_0_backward", "Torch_exp_0_backward"]
+    with ts.dump.Debugger(dump_path=str(tmp_path), scope=scope):
+        torch.tanh(torch.exp(x)).sum().backward()
+    assert names(tmp_path / "step0" / "rank0") == scope
+
+
+def test_dumping_again_into_the_same_folder_replaces_the_earlier_dump(tmp_path) -> None:
+    for _ in range(2):
+        with ts.dump.Debugger(dump_path=str(tmp_path)):
+            torch.exp(torch.zeros(1))
+    assert [r["name"] for r in records(tmp_path / "step0" / "rank0") if r["api"] == "exp"] == [
+        "Torch_exp_0_forward"
+    ]

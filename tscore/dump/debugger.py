@@ -16,6 +16,7 @@ installed, patched or imported.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import time
@@ -127,11 +128,13 @@ class Debugger:
             log.warning("dump: no imported framework reports its API calls; nothing will be recorded")
         self.writer, self.recorder, self._handles = writer, recorder, handles
         self.folders.append(folder)
+        atexit.register(self.stop)  # an uncaught exception still writes what was recorded
 
     def stop(self) -> None:
         """Stop dumping: every hook comes off (all of them, even if one fails), the files are closed."""
         if not self.running:
             return
+        atexit.unregister(self.stop)
         handles, self._handles = self._handles, []
         recorder, writer = self.recorder, self.writer
         self.recorder = self.writer = None

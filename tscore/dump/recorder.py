@@ -28,7 +28,6 @@ import linecache
 import logging
 import sys
 import zlib
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,7 +48,9 @@ _INTERNAL_PACKAGES = ("tscore", "ts_torch", "ts_mindspore", "ts_paddle", "ts_npu
 
 
 # how many recent tensors the recorder remembers, to reuse their statistics and files
-RECENT_TENSORS = 64
+OUTSIDE = "(outside)"
+# a list or tuple argument of more plain values than this is recorded by its length, not value by value
+LONGEST_PLAIN_LIST = 16
 _INTEGER_DTYPES = frozenset(
     {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
 )
@@ -214,14 +215,23 @@ class DumpRecorder:
         self._counts: dict[str, int] = {}
         self._filter = _Filter(config)
         self._modules: list[_ModuleFrame] = []
+        self._outside = _ModuleFrame(OUTSIDE, 0)  # calls made outside every module of the model
         self._module_calls: dict[str, int] = {}
         self._module_tree: set[str] = set()
         self._stacks: dict[tuple[tuple[str, int, str], ...], int] = {}
-        self._recent: OrderedDict[Any, _Seen] = OrderedDict()
+        # tensors of the call before (its outputs) and of this one: a call's input is very often the
+        # previous call's output; nothing older is kept, so no activation is held longer
+        self._recent: dict[Any, _Seen] = {}
+        self._carry: dict[Any, _Seen] = {}
         self._ops = _Dispatch()
         self.busy = 0  # > 0 while the recorder itself runs framework code: backends report none of it
 
     # ------------------------------------------------------------ switches
+
+    @property
+    def backward_wanted(self) -> bool:
+        """Whether any backward record may be written (backends skip their backward hooks otherwise)."""
+        return self._direction_wanted("backward")
 
     @property
     def active(self) -> bool:
@@ -239,6 +249,7 @@ class DumpRecorder:
         self, prefix: str, api: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]
     ) -> CallToken | None:
         """Count a call before it runs; keep what its record needs of the inputs (None: not dumped)."""
+        self._next_call()
         base = f"{prefix}_{api}"
         index = self._counts.get(base, 0)
         self._counts[base] = index + 1
@@ -264,8 +275,8 @@ class DumpRecorder:
 
     def _filter_peek(self, name: CallName) -> bool:
         """Whether a call's backward is listed (a list or API filter names it), without moving a range."""
-        if self._filter.scope:
-            return self._filter.in_range
+        if self._filter.scope:  # a range may begin or end at a backward call: let backward() decide
+            return self._filter.in_range or not self._filter.range_done
         return self._filter._listed(name, name.ptdbg)
 
     def end(self, token: CallToken, output: Any) -> None:
@@ -285,6 +296,7 @@ class DumpRecorder:
         """
         if not self.active:
             return
+        self._next_call()
         name = CallName(token.name.prefix, token.name.api, token.name.index, "backward")
         if not self._direction_wanted("backward") or not self._filter.wants(name):
             return
@@ -328,10 +340,7 @@ class DumpRecorder:
             self._emit(token, token.name, token.inputs, outputs)
 
     def _provenance(self, api: str) -> tuple[str, str]:
-        if not self._modules:
-            frame = _ModuleFrame("", 0)
-            self._modules.append(frame)
-        frame = self._modules[-1]
+        frame = self._modules[-1] if self._modules else self._outside
         index = frame.counts.get(api, 0)
         frame.counts[api] = index + 1
         return frame.path, f"{frame.path}#{frame.call}/{api}#{index}"
@@ -393,6 +402,9 @@ class DumpRecorder:
             out.append({"name": name, "type": type(value).__name__, "value": value})
             return
         if isinstance(value, (tuple, list)):
+            if len(value) > LONGEST_PLAIN_LIST and all(isinstance(v, _PLAIN) for v in value):
+                out.append({"name": name, "type": type(value).__name__, "length": len(value)})
+                return
             for index, item in enumerate(value):
                 self._describe(call, side, (*path, str(index)), item, out)
             return
@@ -404,11 +416,11 @@ class DumpRecorder:
         if ops is None:
             out.append({"name": name, "type": type(value).__name__})
             return
-        entry = self._tensor(name, value, ops)
+        entry = self._tensor(name, value, ops, side)
         if entry is not None:
             out.append(entry)
 
-    def _tensor(self, name: str, tensor: Any, ops: TensorOps) -> dict[str, Any] | None:
+    def _tensor(self, name: str, tensor: Any, ops: TensorOps, side: str) -> dict[str, Any] | None:
         self.busy += 1
         try:
             dtype = ops.dtype(tensor)
@@ -421,7 +433,7 @@ class DumpRecorder:
                 "shape": [int(d) for d in tensor.shape],
                 "device": ops.device(tensor),
             }
-            known = self._recent_entry(tensor, ops)
+            known = self._recent_entry(tensor, ops, carry=side == "output")
             if known.stats is _MISSING:
                 known.stats = ops.stats(tensor)
             entry["stats"] = known.stats
@@ -438,24 +450,30 @@ class DumpRecorder:
         finally:
             self.busy -= 1
 
-    def _recent_entry(self, tensor: Any, ops: TensorOps) -> _Seen:
-        """Find what was computed for the same unchanged tensor lately (one call's output, the next's input).
+    def _recent_entry(self, tensor: Any, ops: TensorOps, carry: bool) -> _Seen:
+        """Find what was computed for the same unchanged tensor in this call or the one before.
 
-        The cache holds the tensors themselves, so their memory cannot be reused while a key
-        names it; it keeps the last :data:`RECENT_TENSORS` only, so memory stays bounded.
+        Reuse reaches only from one call to the next (an output, then the next call's input;
+        a gradient out of one backward, then into the next): an in-place change in between is
+        itself a call, and ends the reuse. The entries hold their tensors, so no memory a key
+        names can be reused meanwhile; only two calls' worth are kept.
+
+        :param carry: keep the entry for the next call (outputs).
         """
         key = ops.key(tensor)
         if key is None:
             return _Seen(tensor)
-        found = self._recent.get(key)
-        if found is not None:
-            self._recent.move_to_end(key)
-            return found
-        seen = _Seen(tensor)
-        self._recent[key] = seen
-        if len(self._recent) > RECENT_TENSORS:
-            self._recent.popitem(last=False)
-        return seen
+        found = self._recent.get(key) or self._carry.get(key)
+        if found is None:
+            found = _Seen(tensor)
+            self._recent[key] = found
+        if carry:
+            self._carry[key] = found
+        return found
+
+    def _next_call(self) -> None:
+        """Start a new call: only the previous call's carried entries stay reusable."""
+        self._recent, self._carry = self._carry, {}
 
     def _emit(
         self, token: CallToken, name: CallName, inputs: list[dict[str, Any]], outputs: list[dict[str, Any]]

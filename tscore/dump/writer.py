@@ -23,11 +23,13 @@ import logging
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, BinaryIO
 
 import numpy as np
 
+from tscore.errors import TargetPathError
 from tscore.npy_files import ensure_folder, storable, write_atomic
 
 log = logging.getLogger(__name__)
@@ -39,6 +41,7 @@ TENSORS_FOLDER = "tensors"
 INFO_FILE = "dump_info.json"
 DEFAULT_QUEUE_BYTES = 256 * 1024 * 1024
 BATCH_LINES = 128
+HAND_OVER_SECONDS = 0.05  # and at least this often, so a crash loses at most this much
 _RECORD_BYTES = 1024  # what a record is counted as in the queue
 _STOP = ("stop", None, 0)
 
@@ -70,6 +73,8 @@ class DumpWriter:
         self._limit = max_queue_bytes
         self._streams: dict[str, Any] = {}
         self._pending: list[tuple[str, Mapping[str, Any]]] = []
+        self._handed = time.monotonic()
+        self._clear_previous()
         self.bytes_written = 0
         self.tensors_written = 0
         self.lines_lost = 0
@@ -83,6 +88,8 @@ class DumpWriter:
             return
         with self._room:
             while self._waiting + size > self._limit and self._waiting > 0 and self.failed is None:
+                if not self._thread.is_alive():
+                    return
                 self._room.wait(0.5)
             self._waiting += size
         self._queue.put((kind, payload, size))
@@ -95,10 +102,11 @@ class DumpWriter:
         and all at :meth:`close`.
         """
         self._pending.append((file, record))
-        if len(self._pending) >= BATCH_LINES:
+        if len(self._pending) >= BATCH_LINES or time.monotonic() - self._handed > HAND_OVER_SECONDS:
             self._hand_over()
 
     def _hand_over(self) -> None:
+        self._handed = time.monotonic()
         batch, self._pending = self._pending, []
         if batch:
             self._put("lines", batch, _RECORD_BYTES * len(batch))
@@ -124,6 +132,26 @@ class DumpWriter:
             self._thread.join()
 
     # ------------------------------------------------------------ the thread
+
+    def _clear_previous(self) -> None:
+        """Remove what an earlier run left in this folder: a dump is replaced, never appended to."""
+        import shutil
+
+        removed = False
+        try:
+            for name in (RECORDS_FILE, STACKS_FILE, CONSTRUCT_FILE, INFO_FILE):
+                path = os.path.join(self.folder, name)
+                if os.path.exists(path):
+                    os.unlink(path)
+                    removed = True
+            tensors = os.path.join(self.folder, TENSORS_FOLDER)
+            if os.path.isdir(tensors):
+                shutil.rmtree(tensors)
+                removed = True
+        except OSError as exc:
+            raise TargetPathError(f"cannot replace the earlier dump in {self.folder!r}: {exc}") from exc
+        if removed:
+            log.info("dump: %s held an earlier dump, which this one replaces", self.folder)
 
     def _stream(self, file: str) -> Any:
         stream = self._streams.get(file)
@@ -183,7 +211,7 @@ class DumpWriter:
                         self._write_tensor(*payload)
                     if self._queue.empty():
                         self._flush()
-            except OSError as exc:  # a full disk, an unwritable folder: the dump ends here
+            except Exception as exc:  # a full disk, an unwritable folder, no memory: the dump ends here
                 self._fail(exc)
             finally:
                 with self._room:

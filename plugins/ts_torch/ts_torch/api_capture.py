@@ -199,16 +199,24 @@ class ApiCapture:
             output = func(*args, **kwargs)
             if token is not None:
                 self._recorder.end(token, output)
-                if self._torch.is_grad_enabled():
-                    self._hook_backward(token, output)
+                if self._torch.is_grad_enabled() and self._recorder.backward_wanted:
+                    self._hook_backward(token, args, output)
             return output
         finally:
             self._busy -= 1
 
-    def _hook_backward(self, token: Any, output: Any) -> None:
-        """Have backward report this call's gradients, once, through its output's ``grad_fn``."""
+    def _hook_backward(self, token: Any, args: tuple[Any, ...], output: Any) -> None:
+        """Have backward report this call's gradients, once, through its output's ``grad_fn``.
+
+        A call that hands back one of its inputs (``x.contiguous()``, ``x.float()`` on a float
+        tensor) made no node of its own: its output's ``grad_fn`` belongs to an earlier call,
+        and it has no backward to report.
+        """
         nodes = _grad_fns(output)
         if not nodes:
+            return
+        inputs = {id(getattr(a, "grad_fn", None)) for a in args if isinstance(a, self._torch.Tensor)}
+        if id(nodes[0]) in inputs:
             return
         capture = weakref.ref(self)
 

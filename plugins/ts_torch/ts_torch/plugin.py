@@ -75,7 +75,7 @@ class TorchBackend(Backend):
 
     def tensor_device(self, tensor: Any) -> str:
         """``cpu``, ``cuda:0``, ``npu:0``."""
-        return "cpu" if tensor.get_device() < 0 else str(tensor.device)
+        return "cpu" if tensor.is_cpu else str(tensor.device)
 
     def model_device(self, model: Any) -> str:
         """Return the device of the first parameter or buffer."""
@@ -213,6 +213,8 @@ class TorchBackend(Backend):
 
     def tensor_key(self, tensor: Any) -> Any:
         """Identify the contents: memory, version counter (it moves on every in-place change), layout."""
+        if tensor.is_inference():  # no version counter: no way to tell an unchanged tensor
+            return None
         return (tensor.data_ptr(), tensor._version, tensor.shape, tensor.stride(), tensor.dtype)
 
     def current_rank(self) -> int | None:
