@@ -9,6 +9,7 @@ comparison its label (``torch (cpu)``).
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import sys
 
@@ -47,6 +48,15 @@ class ModelInfo(BaseModel):
         return f"{self.framework} ({self.device})" if self.device else self.framework
 
 
+@functools.lru_cache(maxsize=64)
+def installed_version(distribution: str) -> str | None:
+    """Return the installed version of a package, read once per process (reading parses its metadata)."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 class FrameworkInfo(BaseModel):
     """A plugin's answer to ``ts_framework_info``: which framework it serves."""
 
@@ -63,8 +73,6 @@ class FrameworkInfo(BaseModel):
         :param module: the import name (``"torch"``), also the framework name.
         :param distribution: the package name when it differs from ``module``.
         """
-        try:
-            version: str | None = importlib.metadata.version(distribution or module)
-        except importlib.metadata.PackageNotFoundError:
-            version = None
-        return cls(name=module, version=version, imported=module in sys.modules)
+        return cls(
+            name=module, version=installed_version(distribution or module), imported=module in sys.modules
+        )
