@@ -499,3 +499,17 @@ def test_dumping_again_into_the_same_folder_replaces_the_earlier_dump(tmp_path) 
     assert [r["name"] for r in records(tmp_path / "step0" / "rank0") if r["api"] == "exp"] == [
         "Torch_exp_0_forward"
     ]
+
+
+def test_module_level_records_each_modules_parameter_gradients(tmp_path) -> None:
+    net = SmallNet()
+    debugger = ts.dump.Debugger(dump_path=str(tmp_path), level="L0")
+    debugger.start(net)
+    net(torch.randn(2, 3, 6, 6)).sum().backward()
+    debugger.stop()
+    got = records(tmp_path / "step0" / "rank0")
+    assert not any(r["prefix"] != "Module" for r in got)  # L0: module calls only
+    conv = next(r for r in got if r["name"] == "Module.conv.Conv2d.parameters_grad.0")
+    weight = next(e for e in conv["outputs"] if e["name"].endswith(".weight"))
+    assert weight["max"] == pytest.approx(float(net.conv.weight.grad.max()))
+    assert {r["name"] for r in got} >= {"Module.conv.Conv2d.forward.0", "Module.SmallNet.forward.0"}

@@ -71,6 +71,7 @@ class Debugger:
         self.recorder: DumpRecorder | None = None
         self.writer: DumpWriter | None = None
         self._handles: list[HookHandles] = []
+        self._model: object = None
         self.folders: list[str] = []
 
     # ------------------------------------------------------------ the switch
@@ -127,6 +128,7 @@ class Debugger:
         if not handles:
             log.warning("dump: no imported framework reports its API calls; nothing will be recorded")
         self.writer, self.recorder, self._handles = writer, recorder, handles
+        self._model = model
         self.folders.append(folder)
         atexit.register(self.stop)  # an uncaught exception still writes what was recorded
 
@@ -145,6 +147,9 @@ class Debugger:
             except Exception as exc:
                 failure = failure or exc
         assert recorder is not None and writer is not None
+        model, self._model = self._model, None
+        if model is not None and self.config.level != "L1":
+            self._parameter_gradients(model, recorder)
         writer.close()
         missing = recorder.unmatched_scope()
         if missing:
@@ -160,6 +165,29 @@ class Debugger:
         )
         if failure is not None:
             raise failure
+
+    @staticmethod
+    def _parameter_gradients(model: object, recorder: DumpRecorder) -> None:
+        """Record each module's parameter gradients, as msprobe's ``parameters_grad`` records do.
+
+        Read at ``stop()`` from where the framework keeps them (torch's ``.grad``); a framework
+        that hands gradients back instead of keeping them (MindSpore) has none to read here.
+        """
+        try:
+            grads = hook().ts_model_grads(model=model, grads=None)
+        except (TscoreError, ValueError, TypeError) as exc:
+            log.info("dump: no parameter gradients to record: %s", exc)
+            return
+        if not grads:
+            return
+        by_module: dict[str, dict[str, object]] = {}
+        for key, grad in grads.items():
+            name = key.rpartition("_")[0]
+            path, _, local = name.rpartition(".")
+            by_module.setdefault(path, {})[local] = grad
+        layers = {layer.path: layer.type_name for layer in hook().ts_named_layers(model=model) or ()}
+        for path, values in by_module.items():
+            recorder.parameter_gradients(path, layers.get(path, ""), values)
 
     def step(self) -> None:
         """End the current step (stopping it if it runs); the next :meth:`start` dumps the next one."""

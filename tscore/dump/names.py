@@ -29,7 +29,7 @@ API_PREFIXES = (
     "Jit",
 )
 MODULE_PREFIX = "Module"
-DIRECTIONS = ("forward", "backward")
+DIRECTIONS = ("forward", "backward", "parameters_grad")
 
 _PTDBG = re.compile(
     rf"^(?P<prefix>{'|'.join(API_PREFIXES)})_(?P<api>.+)_(?P<index>\d+)_(?P<direction>forward|backward)$"
@@ -38,7 +38,7 @@ _MSPROBE = re.compile(
     rf"^(?P<prefix>{'|'.join(API_PREFIXES)})\.(?P<api>.+)\.(?P<index>\d+)\.(?P<direction>forward|backward)$"
 )
 _MODULE = re.compile(
-    r"^Module\.(?:(?P<path>.*)\.)?(?P<cls>[^.]+)\.(?P<direction>forward|backward)\.(?P<index>\d+)$"
+    r"^Module\.(?:(?P<path>.*)\.)?(?P<cls>[^.]+)\.(?P<direction>forward|backward|parameters_grad)\.(?P<index>\d+)$"
 )
 
 

@@ -339,6 +339,18 @@ class DumpRecorder:
             outputs = [] if self.stack_only else self._outputs(token.name.msprobe, output)
             self._emit(token, token.name, token.inputs, outputs)
 
+    def parameter_gradients(self, path: str, type_name: str, grads: Mapping[str, Any]) -> None:
+        """Record one module's parameter gradients: ``Module.{path}.{Class}.parameters_grad.0``."""
+        if not self.active or self.config.level == "L1":
+            return
+        label = f"{path}.{type_name}" if path else type_name
+        name = CallName(MODULE_PREFIX, label, 0, "parameters_grad")
+        outputs: list[dict[str, Any]] = []
+        for local, grad in grads.items():
+            self._describe(name.msprobe, "output", (local,), grad, outputs)
+        token = CallToken(name, f"{path}#grad", path, None, [])
+        self._emit(token, name, [], outputs)
+
     def _provenance(self, api: str) -> tuple[str, str]:
         frame = self._modules[-1] if self._modules else self._outside
         index = frame.counts.get(api, 0)
