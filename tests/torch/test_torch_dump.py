@@ -36,15 +36,22 @@ class SmallNet(nn.Module):
         return self.head(self.drop(y) + 1)
 
 
-def train_step(seed: int = 0) -> dict[str, torch.Tensor]:
+def train_step(seed: int = 0, debugger: ts.dump.Debugger | None = None) -> dict[str, torch.Tensor]:
+    """One SGD step of SmallNet from ``seed``; with ``debugger``, dumped with the model's modules hooked."""
     torch.manual_seed(seed)
     net = SmallNet()
-    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
-    x = torch.randn(4, 3, 6, 6)
-    loss = F.cross_entropy(net(x), torch.tensor([0, 1, 2, 3]))
-    loss.backward()
-    grads = {f"grad.{n}": p.grad.clone() for n, p in net.named_parameters()}
-    opt.step()
+    if debugger is not None:
+        debugger.start(net)
+    try:
+        opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+        x = torch.randn(4, 3, 6, 6)
+        loss = F.cross_entropy(net(x), torch.tensor([0, 1, 2, 3]))
+        loss.backward()
+        grads = {f"grad.{n}": p.grad.clone() for n, p in net.named_parameters()}
+        opt.step()
+    finally:
+        if debugger is not None:
+            debugger.stop()
     return {"loss": loss.detach(), **grads, **{n: p.detach().clone() for n, p in net.state_dict().items()}}
 
 
@@ -56,27 +63,11 @@ def names(folder: Path) -> list[str]:
     return [r["name"] for r in records(folder)]
 
 
-def train_step_dumped(debugger: ts.dump.Debugger, seed: int = 0) -> dict[str, torch.Tensor]:
-    torch.manual_seed(seed)
-    net = SmallNet()
-    debugger.start(net)  # module hooks too (level mix)
-    try:
-        opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
-        x = torch.randn(4, 3, 6, 6)
-        loss = F.cross_entropy(net(x), torch.tensor([0, 1, 2, 3]))
-        loss.backward()
-        grads = {f"grad.{n}": p.grad.clone() for n, p in net.named_parameters()}
-        opt.step()
-    finally:
-        debugger.stop()
-    return {"loss": loss.detach(), **grads, **{n: p.detach().clone() for n, p in net.state_dict().items()}}
-
-
 @pytest.mark.parametrize("task", ["statistics", "tensor"])
 def test_a_dumped_training_step_is_bit_identical_and_leaves_the_random_state_alone(tmp_path, task) -> None:
     plain = train_step()
     state_after_plain = torch.get_rng_state()
-    dumped = train_step_dumped(ts.dump.Debugger(task=task, dump_path=str(tmp_path), level="mix"))
+    dumped = train_step(debugger=ts.dump.Debugger(task=task, dump_path=str(tmp_path), level="mix"))
     state_after_dumped = torch.get_rng_state()
     assert plain.keys() == dumped.keys()
     for key in plain:

@@ -39,6 +39,7 @@ from tabulate import tabulate
 
 from tscore.checkpoint import transforms
 from tscore.errors import TscoreError, UnsupportedObjectError
+from tscore.json_files import read_json
 from tscore.models import model_info
 from tscore.npy_files import writable_target, write_atomic
 from tscore.plugins import get_plugin_manager, hook
@@ -293,13 +294,7 @@ def load_weight_map(path: str | os.PathLike[str]) -> WeightMap:
     :raises WeightMapError: naming the file when it is missing, not JSON or not a weight map.
     """
     name = os.fspath(path)
-    try:
-        with open(name, encoding="utf-8") as stream:
-            document = json.load(stream)
-    except FileNotFoundError:
-        raise WeightMapError(f"weight map {name!r} does not exist; write one with get_weight_map") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise WeightMapError(f"weight map {name!r} cannot be read as JSON: {exc}") from exc
+    document = read_json(name, "weight map", WeightMapError, "write one with get_weight_map")
     if isinstance(document, list) and len(document) == 2:  # TroubleShooter
         name_map, value_map = (_check_names(part, "each half", name) for part in document)
         source, target, layers = "torch", "mindspore", {}

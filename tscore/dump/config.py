@@ -14,7 +14,6 @@ accepted ones.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -22,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tscore.errors import TscoreError
+from tscore.json_files import read_json
 
 TASKS = ("statistics", "tensor", "overflow_check")
 LEVELS = ("L0", "L1", "mix")
@@ -155,11 +155,4 @@ def load_config(path: str | os.PathLike[str]) -> DumpConfig:
     :raises DumpConfigError: naming the file when it is missing, not JSON, or has unknown values.
     """
     name = os.fspath(path)
-    try:
-        with open(name, encoding="utf-8") as stream:
-            document = json.load(stream)
-    except FileNotFoundError:
-        raise DumpConfigError(f"dump config {name!r} does not exist") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DumpConfigError(f"dump config {name!r} cannot be read as JSON: {exc}") from None
-    return from_msprobe(document, name)
+    return from_msprobe(read_json(name, "dump config", DumpConfigError), name)

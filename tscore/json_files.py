@@ -1,0 +1,30 @@
+"""Reading a JSON file a user wrote (a weight map, a dump config), with errors that name it."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from tscore.errors import TscoreError
+
+
+def read_json(
+    path: str | os.PathLike[str], what: str, error: type[TscoreError], missing_hint: str = ""
+) -> Any:
+    """Parse the JSON file at ``path``.
+
+    :param what: what the file is, for messages (``"weight map"``, ``"dump config"``).
+    :param error: the exception to raise, naming the file.
+    :param missing_hint: what to do when the file does not exist (``"write one with get_weight_map"``).
+    :raises error: when the file is missing, unreadable or not JSON.
+    """
+    name = os.fspath(path)
+    try:
+        with open(name, encoding="utf-8") as stream:
+            return json.load(stream)
+    except FileNotFoundError:
+        hint = f"; {missing_hint}" if missing_hint else ""
+        raise error(f"{what} {name!r} does not exist{hint}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise error(f"{what} {name!r} cannot be read as JSON: {exc}") from None
