@@ -453,12 +453,14 @@ def ts_tensor_stats(tensor: object) -> object | None:
     """Compute a tensor's max, min, mean and L2 norm on its own device, without copying it to the host.
 
     ``firstresult``: return ``None`` for tensors that are not yours. Return the
-    four values as one tensor of yours (float, on the tensor's device; the dump's
-    writer converts it with ``ts_to_numpy`` in its own thread, so an
-    asynchronous device is not waited for per call), or as a sequence of four
-    floats; ``None`` values for an empty tensor. Compute in a precision that
-    cannot overflow (float32 or more for half types) and change nothing: no
-    random state, no autograd graph.
+    four values as one 1-d tensor of yours, or as a tuple of four values that
+    ``float()`` reads (0-d tensors of yours, or numbers); ``None`` for an empty
+    tensor. Leave them on the device: the dump's writer reads them in its own
+    thread (``ts_to_numpy`` or ``float()``), so an asynchronous device is not
+    waited for per call. Compute in a precision that cannot overflow (float32
+    or more for half types) and change nothing: no random state, no autograd
+    graph. torch's answer: ``aminmax``, ``sum`` and ``vector_norm``, three
+    reductions.
     """
 
 
