@@ -504,3 +504,30 @@ def test_module_level_records_each_modules_parameter_gradients(tmp_path) -> None
     weight = next(e for e in conv["outputs"] if e["name"].endswith(".weight"))
     assert weight["max"] == pytest.approx(float(net.conv.weight.grad.max()))
     assert {r["name"] for r in got} >= {"Module.conv.Conv2d.forward.0", "Module.SmallNet.forward.0"}
+
+
+def test_a_module_that_raised_does_not_claim_the_calls_of_the_next_one(tmp_path) -> None:
+    class Failing(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            torch.exp(x)
+            raise ValueError("this layer fails")
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bad, self.good = Failing(), nn.Tanh()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            try:
+                return self.bad(x)
+            except ValueError:
+                return self.good(x)  # the user's fallback
+
+    net = Net()
+    debugger = ts.dump.Debugger(dump_path=str(tmp_path))
+    debugger.start(net)
+    net(torch.zeros(2))
+    debugger.stop()
+    keys = {r["name"]: r["key"] for r in records(tmp_path / "step0" / "rank0")}
+    assert keys["Torch_exp_0_forward"] == "bad#0/Torch.exp#0"
+    assert keys["Torch_tanh_0_forward"] == "good#0/Torch.tanh#0"

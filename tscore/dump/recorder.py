@@ -151,6 +151,11 @@ class _ModuleFrame:
     token: CallToken | None = None  # set when the module call itself is dumped (L0, mix)
 
 
+def _inside(path: str, outer: str) -> bool:
+    """Say whether the module at ``path`` lies inside the one at ``outer`` (the root holds every module)."""
+    return outer == "" or path.startswith(outer + ".")
+
+
 class _Filter:
     """Which calls a config dumps: everything, a list of names or APIs, or a range of calls."""
 
@@ -314,6 +319,9 @@ class DumpRecorder:
         """Open a module call: the provenance of the calls inside it; at L0/mix a record of its own."""
         call = self._module_calls.get(path, 0)
         self._module_calls[path] = call + 1
+        # a module that raised never left: drop its frame once a module outside it starts
+        while self._modules and not _inside(path, self._modules[-1].path):
+            self._modules.pop()
         self._modules.append(_ModuleFrame(path, call))
         if path not in self._module_tree and self.active:
             self._module_tree.add(path)
