@@ -299,9 +299,10 @@ DISTRIBUTED = """
 import os, sys, torch, torch.distributed as dist, tscore as ts
 address = f"tcp://127.0.0.1:{sys.argv[3]}"
 dist.init_process_group("gloo", init_method=address, rank=int(sys.argv[1]), world_size=2)
+x = torch.ones(3) * (dist.get_rank() + 1)
 with ts.dump.Debugger(dump_path=sys.argv[2]):
-    x = torch.ones(3) * (dist.get_rank() + 1)
     torch.exp(x)
+    dist.all_reduce(x)  # 1 + 2 on both ranks
 dist.destroy_process_group()
 """
 
@@ -319,8 +320,11 @@ def test_two_gloo_ranks_dump_into_two_rank_folders(tmp_path) -> None:
     assert [p.wait(timeout=120) for p in processes] == [0, 0]
     assert sorted(os.listdir(tmp_path / "step0")) == ["rank0", "rank1"]
     for rank in range(2):
-        exp = next(r for r in records(tmp_path / "step0" / f"rank{rank}") if r["api"] == "exp")
+        got = {r["name"]: r for r in records(tmp_path / "step0" / f"rank{rank}")}
+        exp = got["Torch_exp_0_forward"]
         assert exp["rank"] == rank and exp["inputs"][0]["max"] == rank + 1
+        reduced = got["Distributed_all_reduce_0_forward"]  # collectives are captured too
+        assert reduced["inputs"][0]["max"] == rank + 1  # taken before the call changed x in place
 
 
 def test_dump_info_says_what_a_dump_holds(tmp_path, capsys) -> None:
