@@ -468,13 +468,13 @@ def ts_tensor_stats(tensor: object) -> object | None:
 def ts_tensor_key(tensor: object) -> object | None:
     """Return a hashable identity of ``tensor``'s current contents, or ``None`` when you cannot tell.
 
-    ``firstresult``: return ``None`` for tensors that are not yours. Two
-    tensors with equal keys must hold the same values: include the memory
-    address, the layout and whatever changes on an in-place update (torch:
-    ``(data_ptr, _version, shape, stride, dtype)``). The dump keeps the tensor
-    while it uses the key, so the memory cannot be reused meanwhile, and writes
-    a tensor once and computes its statistics once when it is one call's output
-    and the next one's input.
+    ``firstresult``: return ``None`` for tensors that are not yours. Return a
+    tuple whose first item names the memory (two keys with equal first items
+    alias the same memory) and whose other items change whenever the values
+    may have (torch: ``(data_ptr, _version, shape, stride, dtype)``). The dump
+    reuses a tensor's statistics and file while the tensor it first saw is
+    alive and the key is unchanged; a call's output written into the same
+    memory under another key (torch's ``x.data``) ends the reuse.
     """
 
 

@@ -535,3 +535,22 @@ def test_a_module_that_raised_does_not_claim_the_calls_of_the_next_one(tmp_path)
     keys = {r["name"]: r["key"] for r in records(tmp_path / "step0" / "rank0")}
     assert keys["Torch_exp_0_forward"] == "bad#0/Torch.exp#0"
     assert keys["Torch_tanh_0_forward"] == "good#0/Torch.tanh#0"
+
+
+def test_the_dump_keeps_no_activation_alive(tmp_path) -> None:
+    import gc
+    import weakref
+
+    debugger = ts.dump.Debugger(dump_path=str(tmp_path), task="tensor")
+    debugger.start()
+    y = torch.sin(torch.ones(1000))
+    gone = weakref.ref(y)
+    z = torch.cos(y)  # y is cos's input: its file is reused through the recorder's weak entry
+    del y
+    gc.collect()
+    assert gone() is None  # the recorder does not hold it
+    torch.exp(z)
+    debugger.stop()
+    files = {r["name"]: r["inputs"][0].get("file") for r in records(tmp_path / "step0" / "rank0")}
+    assert files["Torch_cos_0_forward"] == "tensors/Torch_sin_0_forward_output.npy"
+    assert files["Torch_exp_0_forward"] == "tensors/Torch_cos_0_forward_output.npy"

@@ -27,6 +27,7 @@ from __future__ import annotations
 import linecache
 import logging
 import sys
+import weakref
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -55,13 +56,19 @@ _INTEGER_DTYPES = frozenset(
     {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
 )
 _MISSING = object()
+_PRUNE_AT = 4096  # entries before the dead ones are swept
+
+
+def _no_ref() -> None:
+    """Stand for a weak reference to a tensor the recorder cannot keep track of."""
+    return None
 
 
 @dataclass
 class _Seen:
-    """A tensor seen lately, with its statistics and file once they exist."""
+    """A tensor seen in this step (held weakly), with its statistics and file once they exist."""
 
-    tensor: Any
+    ref: Any  # a weak reference to the tensor, or a function returning None when it has none
     stats: Any = _MISSING
     file: str | None = None
 
@@ -224,10 +231,10 @@ class DumpRecorder:
         self._module_calls: dict[str, int] = {}
         self._module_tree: set[str] = set()
         self._stacks: dict[tuple[tuple[str, int, str], ...], int] = {}
-        # tensors of the call before (its outputs) and of this one: a call's input is very often the
-        # previous call's output; nothing older is kept, so no activation is held longer
-        self._recent: dict[Any, _Seen] = {}
-        self._carry: dict[Any, _Seen] = {}
+        # tensors seen in this step by content key, held weakly: a call's input is very often an
+        # earlier call's output, whose statistics and file are reused while it is alive and unchanged
+        self._seen: dict[Any, _Seen] = {}
+        self._by_memory: dict[Any, set[Any]] = {}
         self._ops = _Dispatch()
         self.busy = 0  # > 0 while the recorder itself runs framework code: backends report none of it
 
@@ -254,7 +261,6 @@ class DumpRecorder:
         self, prefix: str, api: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]
     ) -> CallToken | None:
         """Count a call before it runs; keep what its record needs of the inputs (None: not dumped)."""
-        self._next_call()
         base = f"{prefix}_{api}"
         index = self._counts.get(base, 0)
         self._counts[base] = index + 1
@@ -301,7 +307,6 @@ class DumpRecorder:
         """
         if not self.active:
             return
-        self._next_call()
         name = CallName(token.name.prefix, token.name.api, token.name.index, "backward")
         if not self._direction_wanted("backward") or not self._filter.wants(name):
             return
@@ -453,7 +458,7 @@ class DumpRecorder:
                 "shape": [int(d) for d in tensor.shape],
                 "device": ops.device(tensor),
             }
-            known = self._recent_entry(tensor, ops, carry=side == "output")
+            known = self._seen_entry(tensor, ops, written=side == "output")
             if known.stats is _MISSING:
                 known.stats = ops.stats(tensor)
             entry["stats"] = known.stats
@@ -470,30 +475,46 @@ class DumpRecorder:
         finally:
             self.busy -= 1
 
-    def _recent_entry(self, tensor: Any, ops: TensorOps, carry: bool) -> _Seen:
-        """Find what was computed for the same unchanged tensor in this call or the one before.
+    def _seen_entry(self, tensor: Any, ops: TensorOps, written: bool) -> _Seen:
+        """Find what was computed for the same unchanged tensor earlier in the step.
 
-        Reuse reaches only from one call to the next (an output, then the next call's input;
-        a gradient out of one backward, then into the next): an in-place change in between is
-        itself a call, and ends the reuse. The entries hold their tensors, so no memory a key
-        names can be reused meanwhile; only two calls' worth are kept.
+        An entry counts while its tensor is alive (so no other tensor can have its memory) and
+        its key is unchanged (torch's version counter moves on every in-place change). A call's
+        output written into memory that an entry names under another key (``x.data.add_``, whose
+        counter is not ``x``'s) ends every entry for that memory. Entries hold their tensors
+        weakly: the dump keeps no activation alive.
 
-        :param carry: keep the entry for the next call (outputs).
+        :param written: the tensor is a call's output (it may have just changed memory others name).
         """
         key = ops.key(tensor)
         if key is None:
-            return _Seen(tensor)
-        found = self._recent.get(key) or self._carry.get(key)
-        if found is None:
-            found = _Seen(tensor)
-            self._recent[key] = found
-        if carry:
-            self._carry[key] = found
+            return _Seen(_no_ref)
+        memory = key[0] if isinstance(key, tuple) and key else key
+        if written:
+            for other in self._by_memory.pop(memory, set()) - {key}:
+                self._seen.pop(other, None)
+        found = self._seen.get(key)
+        if found is not None and found.ref() is not None:
+            self._by_memory.setdefault(memory, set()).add(key)
+            return found
+        try:
+            ref = weakref.ref(tensor)
+        except TypeError:
+            return _Seen(_no_ref)
+        found = _Seen(ref)
+        self._seen[key] = found
+        self._by_memory.setdefault(memory, set()).add(key)
+        if len(self._seen) > _PRUNE_AT:
+            self._prune()
         return found
 
-    def _next_call(self) -> None:
-        """Start a new call: only the previous call's carried entries stay reusable."""
-        self._recent, self._carry = self._carry, {}
+    def _prune(self) -> None:
+        """Forget the entries whose tensors are gone."""
+        dead = [key for key, seen in self._seen.items() if seen.ref() is None]
+        for key in dead:
+            del self._seen[key]
+        live = set(self._seen)
+        self._by_memory = {m: keys & live for m, keys in self._by_memory.items() if keys & live}
 
     def _emit(
         self, token: CallToken, name: CallName, inputs: list[dict[str, Any]], outputs: list[dict[str, Any]]
