@@ -20,12 +20,13 @@ import atexit
 import logging
 import os
 import time
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
 from tscore.dump.config import DumpConfig, DumpConfigError, load_config, make_config
 from tscore.dump.recorder import DumpRecorder, finish_record
-from tscore.dump.writer import DumpWriter
+from tscore.dump.writer import DumpWriter, WriterThread
 from tscore.errors import TscoreError
 from tscore.module_hooks import HookHandles
 from tscore.plugins import get_plugin_manager, hook
@@ -72,6 +73,7 @@ class Debugger:
         self.writer: DumpWriter | None = None
         self._handles: list[HookHandles] = []
         self._model: object = None
+        self._thread: WriterThread | None = None  # one writing thread for every step of this debugger
         self.folders: list[str] = []
 
     # ------------------------------------------------------------ the switch
@@ -103,7 +105,10 @@ class Debugger:
             return
         folder = os.path.join(self.config.dump_path, f"step{self.current_step}", f"rank{rank}")
         try:
-            writer = DumpWriter(folder, finish_record)
+            if self._thread is None or not self._thread.alive:
+                self._thread = WriterThread()
+                weakref.finalize(self, self._thread.shutdown)
+            writer = DumpWriter(folder, finish_record, thread=self._thread)
         except TscoreError as exc:
             log.warning("dump off, the training goes on: %s", exc)
             return
@@ -188,6 +193,13 @@ class Debugger:
         layers = {layer.path: layer.type_name for layer in hook().ts_named_layers(model=model) or ()}
         for path, values in by_module.items():
             recorder.parameter_gradients(path, layers.get(path, ""), values)
+
+    def close(self) -> None:
+        """Stop dumping and end the writing thread (it also ends with the debugger or the process)."""
+        self.stop()
+        if self._thread is not None:
+            self._thread.shutdown()
+            self._thread = None
 
     def step(self) -> None:
         """End the current step (stopping it if it runs); the next :meth:`start` dumps the next one."""

@@ -46,6 +46,43 @@ _RECORD_BYTES = 1024  # what a record is counted as in the queue
 _STOP = ("stop", None, 0)
 
 
+class WriterThread:
+    """One thread that runs writers one after another, kept for a debugger's life.
+
+    Each step writes its own folder; running every step's writer on the same
+    thread (instead of a new thread a step) keeps the C allocator from growing
+    one arena per thread, so memory stays flat over many steps.
+    """
+
+    def __init__(self) -> None:
+        """Start the thread; it waits for work."""
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name="tscore-dump-writer", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                break
+            job()
+
+    def run(self, job: Callable[[], None]) -> None:
+        """Run ``job`` on the thread after the jobs before it."""
+        self._jobs.put(job)
+
+    @property
+    def alive(self) -> bool:
+        """True until :meth:`shutdown` has been processed."""
+        return self._thread.is_alive()
+
+    def shutdown(self) -> None:
+        """End the thread once its jobs are done."""
+        if self._thread.is_alive():
+            self._jobs.put(None)
+            self._thread.join()
+
+
 class DumpWriter:
     """Append the records, stacks, module tree and tensors of one dump folder from a background thread.
 
@@ -53,6 +90,8 @@ class DumpWriter:
     :param finish: turns values the recorder left lazy (statistics still on a device) into JSON.
     :param max_queue_bytes: how much may wait for the disk before :meth:`submit_record` and
         :meth:`submit_tensor` block.
+    :param thread: the :class:`WriterThread` to write on (a debugger keeps one for all its
+        steps); without it the writer starts a thread of its own and ends it at :meth:`close`.
     """
 
     def __init__(
@@ -61,6 +100,7 @@ class DumpWriter:
         finish: Callable[[Any], Any] = lambda record: record,
         *,
         max_queue_bytes: int = DEFAULT_QUEUE_BYTES,
+        thread: WriterThread | None = None,
     ) -> None:
         """Create the folder and start the thread; TargetPathError if the folder cannot be made."""
         ensure_folder(folder)
@@ -78,8 +118,10 @@ class DumpWriter:
         self.bytes_written = 0
         self.tensors_written = 0
         self.lines_lost = 0
-        self._thread = threading.Thread(target=self._run, name="tscore-dump-writer", daemon=True)
-        self._thread.start()
+        self._own_thread = thread is None
+        self._thread = WriterThread() if thread is None else thread
+        self._done = threading.Event()
+        self._thread.run(self._run)
 
     # ------------------------------------------------------------ called by the recorder
 
@@ -88,7 +130,7 @@ class DumpWriter:
             return
         with self._room:
             while self._waiting + size > self._limit and self._waiting > 0 and self.failed is None:
-                if not self._thread.is_alive():
+                if not self._thread.alive or self._done.is_set():
                     return
                 self._room.wait(0.5)
             self._waiting += size
@@ -127,9 +169,12 @@ class DumpWriter:
     def close(self) -> None:
         """Write what is queued, close the files and stop the thread."""
         self._hand_over()
-        if self._thread.is_alive():
+        if not self._done.is_set():
             self._queue.put(_STOP)
-            self._thread.join()
+            if self._thread.alive:
+                self._done.wait()
+        if self._own_thread:
+            self._thread.shutdown()
 
     # ------------------------------------------------------------ the thread
 
@@ -198,6 +243,12 @@ class DumpWriter:
             stream.flush()
 
     def _run(self) -> None:
+        try:
+            self._serve_queue()
+        finally:
+            self._done.set()
+
+    def _serve_queue(self) -> None:
         while True:
             kind, payload, size = self._queue.get()
             if kind == "stop":
