@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
-
 NEUTRAL_DTYPES: tuple[str, ...] = (
     "bool",
     "int8",
@@ -69,16 +67,3 @@ def neutral_dtype(name: object) -> str:
     if text in _ALIASES:
         return _ALIASES[text]
     return _SQUASHED.get(text.replace("_", ""), text)
-
-
-def numpy_dtype(name: str) -> np.dtype | None:
-    """Return the numpy (or ``ml_dtypes``) dtype of a neutral name, or None when numpy has none."""
-    import ml_dtypes
-
-    found = getattr(ml_dtypes, name, None) if name not in ("bool",) else None
-    if found is not None:
-        return np.dtype(found)
-    try:
-        return np.dtype(name)
-    except TypeError:
-        return None

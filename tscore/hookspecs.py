@@ -5,24 +5,8 @@ MindSpore, PaddlePaddle or any other framework it asks for through the hooks
 below, which a backend plugin implements. A backend author imports one
 module, :mod:`tscore.plugin_api`, and derives from its
 :class:`~tscore.backend.Backend`, which says "is this object mine" once and
-turns plain methods into these hooks::
-
-    # ts_jax/plugin.py
-    import numpy as np
-    from tscore.plugin_api import Backend
-
-    class JaxBackend(Backend):
-        framework = "jax"
-
-        def tensor_types(self):
-            import jax                        # called only once jax is imported
-            return (jax.Array,)
-
-        def to_numpy(self, tensor, copy):
-            return np.array(tensor) if copy else np.asarray(tensor)
-
-    plugin = JaxBackend()
-
+turns plain methods into these hooks (:mod:`tscore.backend` shows a whole
+backend in a few lines), and the backend object is
 registered under the entry point group ``tscore`` in its own
 ``pyproject.toml``::
 

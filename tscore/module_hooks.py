@@ -9,7 +9,8 @@ whose ``remove()`` takes every one of them off again.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -103,6 +104,33 @@ class HookHandles:
     def __exit__(self, *exc_info: object) -> None:
         """Remove the hooks."""
         self.remove()
+
+
+def kind_by_class(layer: object, namespace: object, table: Iterable[tuple[str, str]]) -> str:
+    """Return the kind of the first ``(class name, kind)`` entry whose class ``layer`` is an instance of.
+
+    A backend lists its layer classes most specific first (subclasses before their bases),
+    so a user's subclass gets its base's kind; ``""`` when no entry matches.
+    """
+    for name, kind in table:
+        cls = getattr(namespace, name, None)
+        if cls is not None and isinstance(layer, cls):
+            return kind
+    return ""
+
+
+@contextmanager
+def training_modes_restored(layers: Iterable[Any]) -> Iterator[None]:
+    """Give every layer its own ``training`` flag back on leaving, however the block ends.
+
+    For frameworks whose layers keep their mode in a ``training`` attribute (torch, Paddle).
+    """
+    modes = [(layer, layer.training) for layer in layers]
+    try:
+        yield
+    finally:
+        for layer, mode in modes:
+            layer.training = mode
 
 
 def hook_layers(

@@ -13,7 +13,9 @@ nothing else of tscore (a test checks the import graph):
 * Errors: :class:`TscoreError`, :class:`UnsupportedObjectError`,
   :class:`CheckpointReadError`, :class:`UnsafePickleError`.
 * Helpers a backend uses: :func:`hook_layers` (forward pre- and post-hooks
-  on layers that offer torch's hook API), :func:`map_arrays` (turn every
+  on layers that offer torch's hook API), :func:`kind_by_class` (a layer's
+  neutral kind from a table of classes), :func:`training_modes_restored`
+  (every layer's mode back after a run), :func:`map_arrays` (turn every
   array in nested arguments into a tensor), :func:`write_atomic`,
   :func:`neutral_dtype` and :data:`NEUTRAL_DTYPES`, :func:`restricted_unpickle`
   (read a pickle that may hold only arrays and plain data).
@@ -31,7 +33,14 @@ from tscore.checkpoint.transforms import ValueTransform
 from tscore.dtypes import NEUTRAL_DTYPES, neutral_dtype
 from tscore.errors import TscoreError, UnsupportedObjectError
 from tscore.hookspecs import PROJECT_NAME, hookimpl, hookspec
-from tscore.module_hooks import HookHandles, LayerInfo, ModuleRecorder, hook_layers
+from tscore.module_hooks import (
+    HookHandles,
+    LayerInfo,
+    ModuleRecorder,
+    hook_layers,
+    kind_by_class,
+    training_modes_restored,
+)
 from tscore.npy_files import write_atomic
 from tscore.runtime import Runtime
 from tscore.structures import map_arrays
@@ -57,8 +66,10 @@ __all__ = [
     "hook_layers",
     "hookimpl",
     "hookspec",
+    "kind_by_class",
     "map_arrays",
     "neutral_dtype",
     "restricted_unpickle",
+    "training_modes_restored",
     "write_atomic",
 ]

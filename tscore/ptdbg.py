@@ -156,7 +156,8 @@ def _mode_config(mode: str, scope: Sequence[str], api_list: Sequence[str]) -> di
             raise DumpConfigError(
                 f"set_dump_switch(mode='stack') takes up to two names in scope, got {list(scope)!r}"
             )
-        return {"scope": list(scope)} if len(scope) == 2 else {"list": list(scope)}
+        chosen = {"scope": list(scope)} if len(scope) == 2 else {"list": list(scope)}
+        return {**chosen, "stack_only": True}
     if mode == "api_list":
         if not api_list:
             raise DumpConfigError(
@@ -221,12 +222,7 @@ def set_dump_switch(
     debugger = Debugger(config, rank_id=_session.rank)
     debugger.current_step = _session.steps
     _session.steps += 1
-    if mode == "stack":
-        debugger.start(_session.model)
-        if debugger.recorder is not None:
-            debugger.recorder.stack_only = True
-    else:
-        debugger.start(_session.model)
+    debugger.start(_session.model)
     _session.debugger = debugger
 
 

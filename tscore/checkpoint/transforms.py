@@ -112,14 +112,15 @@ def _steps(spec: str) -> list[str]:
     return steps
 
 
-def parse(step: str) -> tuple[str, tuple[int, ...]]:
+def parse(step: str, table: dict[str, ValueTransform] | None = None) -> tuple[str, tuple[int, ...]]:
     """Split one step, ``"transpose(1, 0)"``, into ``("transpose", (1, 0))``.
 
+    :param table: the transforms to know, when the caller has :func:`known` at hand already.
     :raises TransformError: for a transform no one offers, listing the known ones.
     """
     step = TROUBLESHOOTER_TRANSFORMS.get(step.strip(), step)
     match = _SPEC.match(step)
-    table = known()
+    table = known() if table is None else table
     if match is None or match.group(1) not in table:
         names = ", ".join(f"{name}(...)" for name in table)
         raise TransformError(f"unknown value transform {step!r}; a weight map may use: {names}")
@@ -136,7 +137,8 @@ def _spell(name: str, args: tuple[int, ...]) -> str:
 
 def normalise(spec: str) -> str:
     """Return the canonical spelling of a transform: ``"unsqueeze(2)"``, ``"squeeze(2); transpose(1, 0)"``."""
-    return "; ".join(_spell(*parse(step)) for step in _steps(spec))
+    table = known()
+    return "; ".join(_spell(*parse(step, table)) for step in _steps(spec))
 
 
 def apply(spec: str, array: np.ndarray) -> np.ndarray:
@@ -146,7 +148,7 @@ def apply(spec: str, array: np.ndarray) -> np.ndarray:
     """
     table = known()
     for step in _steps(spec):
-        name, args = parse(step)
+        name, args = parse(step, table)
         try:
             array = table[name].apply(array, args)
         except (np.exceptions.AxisError, IndexError) as exc:
@@ -161,18 +163,20 @@ def inverse(spec: str) -> str:
     table = known()
     undone = []
     for step in reversed(_steps(spec)):
-        name, args = parse(step)
-        undone.append(normalise(table[name].inverse(args)))
+        name, args = parse(step, table)
+        spelled = table[name].inverse(args)
+        undone.append(_spell(*parse(spelled, table)))
     return "; ".join(undone)
 
 
 def compose(first: str | None, then: str | None) -> str | None:
     """Join two transforms (either may be None); a step next to its own inverse cancels out."""
+    table = known()
     steps = [*(_steps(first) if first else []), *(_steps(then) if then else [])]
-    out: list[str] = []
-    for step in (normalise(s) for s in steps):
-        if out and inverse(out[-1]) == step:
+    out: list[tuple[str, tuple[int, ...]]] = []
+    for name, args in (parse(step, table) for step in steps):
+        if out and parse(table[out[-1][0]].inverse(out[-1][1]), table) == (name, args):
             out.pop()
         else:
-            out.append(step)
-    return "; ".join(out) or None
+            out.append((name, args))
+    return "; ".join(_spell(*step) for step in out) or None

@@ -24,9 +24,6 @@ from tscore.errors import TscoreError
 from tscore.json_files import read_json
 
 TASKS = ("statistics", "tensor", "overflow_check")
-LEVELS = ("L0", "L1", "mix")
-DATA_MODES = ("all", "forward", "backward", "input", "output")
-SUMMARY_MODES = ("statistics", "md5")
 # msprobe keys a config may carry that tscore reads but that change nothing here
 _IGNORED_KEYS = ("is_deterministic", "enable_dataloader", "acl_config", "seed", "framework")
 
@@ -52,6 +49,7 @@ class DumpConfig(BaseModel):
     :ivar summary_mode: ``statistics``, or ``md5`` (a CRC32 of the bytes, as msprobe writes).
     :ivar step: the steps to dump (empty: all); ``rank`` the ranks (empty: all).
     :ivar stack: record each call's Python stack (stored once per distinct stack).
+    :ivar stack_only: record names and stacks only, no statistics or tensors (ptdbg's ``stack`` mode).
     :ivar filter_int: leave out bool and integer tensors (ptdbg's ``filter_switch="ON"``).
     """
 
@@ -70,6 +68,7 @@ class DumpConfig(BaseModel):
     step: list[int] = Field(default_factory=list)
     rank: list[int] = Field(default_factory=list)
     stack: bool = True
+    stack_only: bool = False
     filter_int: bool = True
     overflow_nums: int = 1
 

@@ -29,7 +29,6 @@ API_PREFIXES = (
     "Jit",
 )
 MODULE_PREFIX = "Module"
-DIRECTIONS = ("forward", "backward", "parameters_grad")
 
 _PTDBG = re.compile(
     rf"^(?P<prefix>{'|'.join(API_PREFIXES)})_(?P<api>.+)_(?P<index>\d+)_(?P<direction>forward|backward)$"

@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from tscore.dump.names import canonical, parse_name
+from tscore.dump.names import canonical
 from tscore.dump.writer import INFO_FILE, RECORDS_FILE, STACKS_FILE, TENSORS_FOLDER
 
 log = logging.getLogger(__name__)
@@ -140,9 +140,3 @@ def summarise(path: str) -> dict[str, Any]:
             }
         )
     return {"path": path, "folders": folders}
-
-
-def call_of(record: dict[str, Any]) -> str:
-    """Return the record's call name in ptdbg's spelling."""
-    parsed = parse_name(record.get("name", ""))
-    return parsed.ptdbg if parsed else record.get("name", "")

@@ -29,7 +29,7 @@ import logging
 import sys
 import weakref
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -221,7 +221,7 @@ class DumpRecorder:
         self.enabled = True
         self.stats_only = config.task != "tensor"
         self.md5 = config.summary_mode == "md5"
-        self.stack_only = False
+        self.stack_only = config.stack_only
         self.calls = 0
         self.dumped = 0
         self._counts: dict[str, int] = {}
@@ -553,6 +553,3 @@ def finish_record(record: Mapping[str, Any]) -> Mapping[str, Any]:
                 values = np.asarray(to_numpy(stats, copy=False), np.float64).ravel().tolist()
             entry["max"], entry["min"], entry["mean"], entry["norm"] = (values + [None] * 4)[:4]
     return record
-
-
-StatsFunction = Callable[[Any], Any]

@@ -112,9 +112,10 @@ class NetDifferenceFinder:
     :param ms_net: the second network (TroubleShooter: the ``mindspore.nn.Cell``; with
         ``auto_conv_ckpt=2``, an MSAdapter network).
     :param print_level: 0 prints nothing, 1 every stage, 2 only the differences.
-    :param pt_params_path: a checkpoint to load into ``pt_net`` first.
-    :param ms_params_path: a checkpoint to load into ``ms_net``; then nothing is
-        converted or compared.
+    :param pt_params_path: a checkpoint to load into the first network before anything else
+        (TroubleShooter's name; the finder keeps it as ``orig_params_path``).
+    :param ms_params_path: a checkpoint to load into the second network; then nothing is
+        converted or compared (kept as ``target_params_path``).
     :param auto_conv_ckpt: 1 (default) converts ``pt_net``'s weights through the weight map
         (renamed and reshaped only where the two frameworks store them differently) and
         loads them into ``ms_net``; 2 does the same with every name kept (MSAdapter networks,
@@ -159,8 +160,8 @@ class NetDifferenceFinder:
         self.pt_net = pt_net
         self.ms_net = ms_net
         self.print_level = _check_print_level(print_level)
-        self.pt_params_path = pt_params_path
-        self.ms_params_path = ms_params_path
+        self.orig_params_path = pt_params_path
+        self.target_params_path = ms_params_path
         self.auto_conv_ckpt = auto_conv_ckpt
         self.compare_params = bool(compare_params)
         self.fix_seed = fix_seed
@@ -241,8 +242,8 @@ class NetDifferenceFinder:
             self.pt_net,
             self.ms_net,
             mapping,
-            pt_params_path=self.pt_params_path,
-            ms_params_path=self.ms_params_path,
+            orig_params_path=self.orig_params_path,
+            target_params_path=self.target_params_path,
             auto_conv_ckpt=self.auto_conv_ckpt,
             compare_params=self.compare_params,
             labels=labels,

@@ -1,7 +1,8 @@
 """The weight stages of the difference finder: give both networks the same weights, then check them.
 
-Spec 003's three notes on how ``pt_params_path``, ``ms_params_path``,
-``auto_conv_ckpt`` and ``compare_params`` interact:
+Spec 003's three notes on how the two checkpoint paths (TroubleShooter's
+``pt_params_path`` and ``ms_params_path``: ``orig_params_path`` and
+``target_params_path`` here), ``auto_conv_ckpt`` and ``compare_params`` interact:
 
 1. By default the first network's weights (``pt_net``, the orig side) are
    converted through the weight map and loaded into the second (``ms_net``,
@@ -9,7 +10,7 @@ Spec 003's three notes on how ``pt_params_path``, ``ms_params_path``,
    network's own state (names, shapes, values), which checks the structure.
    Two networks of one framework load by name, with no conversion.
 2. With both paths, each network loads its file; nothing is converted or compared.
-3. With only ``ms_params_path``, the target network loads it; nothing is
+3. With only ``target_params_path``, the target network loads it; nothing is
    converted or compared.
 
 Everything happens in memory: no ``.pth`` or ``.ckpt`` is written.
@@ -222,8 +223,8 @@ def set_weights(
     weight_map: WeightMap | None,
     *,
     labels: tuple[str, str],
-    pt_params_path: str | os.PathLike[str] | None,
-    ms_params_path: str | os.PathLike[str] | None,
+    orig_params_path: str | os.PathLike[str] | None,
+    target_params_path: str | os.PathLike[str] | None,
     auto_conv_ckpt: int,
     compare_params: bool,
     tolerances: tuple[float, float, bool],
@@ -231,16 +232,16 @@ def set_weights(
     """Give both networks their weights as spec 003's notes say, and compare them when asked."""
     loads: list[LoadResult] = []
     notes: list[str] = []
-    if pt_params_path is not None:
-        contents = _file_params(pt_params_path, "pt_params_path")
-        loads.append(load_into(pt_net, contents.params, labels[0], os.fspath(pt_params_path)))
+    if orig_params_path is not None:
+        contents = _file_params(orig_params_path, "pt_params_path")
+        loads.append(load_into(pt_net, contents.params, labels[0], os.fspath(orig_params_path)))
 
     def stage_of(mode: str) -> WeightStage:
         return WeightStage(mode=mode, loads=loads, notes=notes, orig_label=labels[0], target_label=labels[1])
 
-    if ms_params_path is not None:
-        contents = _file_params(ms_params_path, "ms_params_path")
-        loads.append(load_into(ms_net, contents.params, labels[1], os.fspath(ms_params_path)))
+    if target_params_path is not None:
+        contents = _file_params(target_params_path, "ms_params_path")
+        loads.append(load_into(ms_net, contents.params, labels[1], os.fspath(target_params_path)))
         return stage_of("loaded from files; not converted or compared (spec 003, notes 2 and 3)")
     if weight_map is None:
         notes.append("auto_conv_ckpt=0: the networks keep the weights they have; make sure they agree")

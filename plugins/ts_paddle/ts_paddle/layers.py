@@ -7,7 +7,15 @@ from typing import Any
 
 import numpy as np
 
-from tscore.plugin_api import HookHandles, LayerInfo, ModuleRecorder, hook_layers, map_arrays
+from tscore.plugin_api import (
+    HookHandles,
+    LayerInfo,
+    ModuleRecorder,
+    hook_layers,
+    kind_by_class,
+    map_arrays,
+    training_modes_restored,
+)
 
 # (class name under paddle.nn, neutral kind); subclasses come before their bases.
 _KINDS: tuple[tuple[str, str], ...] = (
@@ -62,11 +70,7 @@ def layer_kind(layer: Any) -> str:
     """Return the neutral kind of a paddle layer, ``""`` when tscore has no rules for it."""
     import paddle
 
-    for name, kind in _KINDS:
-        cls = getattr(paddle.nn, name, None)
-        if cls is not None and isinstance(layer, cls):
-            return kind
-    return ""
+    return kind_by_class(layer, paddle.nn, _KINDS)
 
 
 def _ints(value: Any, dims: int) -> list[int]:
@@ -175,16 +179,12 @@ def run_forward(
     """Run ``model`` without gradients in the asked mode; every sublayer gets its own mode back."""
     import paddle
 
-    modes = [(layer, layer.training) for _, layer in model.named_sublayers(include_self=True)]
     call_args = map_arrays(tuple(args), to_tensor)
     call_kwargs = map_arrays(dict(kwargs), to_tensor)
-    try:
+    with training_modes_restored(layer for _, layer in model.named_sublayers(include_self=True)):
         model.train() if train else model.eval()
         with paddle.no_grad():
             return model(*call_args, **call_kwargs)
-    finally:
-        for layer, mode in modes:
-            layer.training = mode
 
 
 def model_state(model: Any, to_numpy: Callable[[Any, bool], np.ndarray]) -> dict[str, np.ndarray]:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from tscore.plugin_api import kind_by_class
+
 # (attribute path under torch.nn, neutral kind)
 _KINDS: tuple[tuple[str, str], ...] = (
     ("Linear", "linear"),
@@ -62,11 +64,7 @@ def layer_kind(module: Any) -> str:
     """Return the neutral kind of a torch module, or ``""`` for a kind tscore has no rules for."""
     import torch
 
-    for attribute, kind in _KINDS:
-        cls = getattr(torch.nn, attribute, None)
-        if cls is not None and isinstance(module, cls):
-            return kind
-    return ""
+    return kind_by_class(module, torch.nn, _KINDS)
 
 
 def layer_params(model: Any) -> list[tuple[str, str, Sequence[str]]]:

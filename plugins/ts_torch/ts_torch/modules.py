@@ -8,7 +8,14 @@ from typing import Any
 import numpy as np
 
 from ts_torch.layers import layer_config, layer_kind
-from tscore.plugin_api import HookHandles, LayerInfo, ModuleRecorder, hook_layers, map_arrays
+from tscore.plugin_api import (
+    HookHandles,
+    LayerInfo,
+    ModuleRecorder,
+    hook_layers,
+    map_arrays,
+    training_modes_restored,
+)
 
 
 def named_layers(model: Any) -> list[LayerInfo]:
@@ -47,7 +54,6 @@ def run_forward(
     """Run ``model`` without gradients in the asked mode; every module gets its own mode back."""
     import torch
 
-    modes = [(module, module.training) for module in model.modules()]
     device = next((p.device for p in model.parameters()), None)
 
     def on_device(array: np.ndarray) -> Any:
@@ -56,13 +62,10 @@ def run_forward(
 
     call_args = map_arrays(tuple(args), on_device)
     call_kwargs = map_arrays(dict(kwargs), on_device)
-    try:
+    with training_modes_restored(model.modules()):
         model.train(train)
         with torch.no_grad():
             return model(*call_args, **call_kwargs)
-    finally:
-        for module, mode in modes:
-            module.training = mode
 
 
 def model_state(model: Any, to_numpy: Callable[[Any, bool], np.ndarray]) -> dict[str, np.ndarray]:
