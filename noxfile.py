@@ -40,6 +40,7 @@ def lint(session: nox.Session) -> None:
         "pydantic>=2.4",
         "numpy>=1.25",
         "pluggy>=1.3",
+        "orjson>=3.9",
         "types-tabulate",
         "types-tqdm",
         "threadpoolctl",

@@ -554,3 +554,25 @@ def test_the_dump_keeps_no_activation_alive(tmp_path) -> None:
     files = {r["name"]: r["inputs"][0].get("file") for r in records(tmp_path / "step0" / "rank0")}
     assert files["Torch_cos_0_forward"] == "tensors/Torch_sin_0_forward_output.npy"
     assert files["Torch_exp_0_forward"] == "tensors/Torch_cos_0_forward_output.npy"
+
+
+def test_inf_and_nan_statistics_are_strict_json_and_read_back_as_floats(tmp_path) -> None:
+    """An overflow is what a user dumps for: inf and nan must survive, in JSON that any parser reads."""
+    x = torch.tensor([1.0, float("inf"), 2.0])
+    with ts.dump.Debugger(task="statistics", dump_path=str(tmp_path), level="L1"):
+        y = x - x  # inf - inf: nan
+        torch.clamp(x, max=float("inf"))
+    folder = tmp_path / "step0" / "rank0"
+
+    def no_constants(text: str) -> float:
+        raise AssertionError(f"non-standard JSON constant {text} in the dump")
+
+    for line in (folder / "dump.jsonl").read_text().splitlines():
+        json.loads(line, parse_constant=no_constants)
+    sub = next(r for r in records(folder) if r["api"] == "sub")
+    first, out = sub["inputs"][0], sub["outputs"][0]
+    assert (first["max"], first["min"], first["norm"]) == (float("inf"), 1.0, float("inf"))
+    assert all(np.isnan(out[key]) for key in ("max", "min", "mean", "norm"))
+    assert torch.isnan(y)[1]  # nan propagates into every statistic
+    clamp = next(r for r in records(folder) if r["api"] == "clamp")
+    assert next(e for e in clamp["inputs"] if e["name"].endswith("max"))["value"] == float("inf")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import glob
 import json
 import logging
+import math
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -49,11 +50,30 @@ def read_lines(file: str) -> Iterator[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                yield json.loads(line)
+                found = json.loads(line)
             except json.JSONDecodeError:
                 log.warning(
                     "%s: line %d is incomplete (the run stopped while writing it); skipped", file, number
                 )
+                continue
+            yield _with_numbers(found)
+
+
+_NOT_FINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
+_NUMBER_KEYS = ("max", "min", "mean", "norm", "value")
+
+
+def _with_numbers(record: Any) -> Any:
+    """Give back as floats the numbers the writer spelled as strings (``"inf"``, ``"-inf"``, ``"nan"``)."""
+    if not isinstance(record, dict):
+        return record
+    for side in ("inputs", "outputs"):
+        for entry in record.get(side, ()):
+            for key in _NUMBER_KEYS:
+                value = entry.get(key)
+                if isinstance(value, str) and value in _NOT_FINITE and entry.get("type") != "str":
+                    entry[key] = _NOT_FINITE[value]
+    return record
 
 
 def read_stacks(folder: str) -> dict[int, list[str]]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import linecache
 import logging
+import math
 import sys
 import weakref
 import zlib
@@ -231,6 +232,8 @@ class DumpRecorder:
         self._module_calls: dict[str, int] = {}
         self._module_tree: set[str] = set()
         self._stacks: dict[tuple[tuple[str, int, str], ...], int] = {}
+        # by the ids of the frames' code objects and their lines
+        self._stack_ids: dict[tuple[tuple[int, int], ...], tuple[int, tuple[Any, ...]]] = {}
         # tensors seen in this step by content key, held weakly: a call's input is very often an
         # earlier call's output, whose statistics and file are reused while it is alive and unchanged
         self._seen: dict[Any, _Seen] = {}
@@ -373,25 +376,46 @@ class DumpRecorder:
     # ------------------------------------------------------------ values
 
     def _stack(self) -> int | None:
+        """Return the id of the calling stack, stored once per distinct stack.
+
+        The stack is told apart by its frames' code objects and lines alone (cheap to gather
+        per call); the frames shown to users, without tscore's and the framework's own, are
+        worked out once per distinct stack.
+        """
         if not self.config.stack:
             return None
-        frames = []
+        where = []
         frame: Any = sys._getframe(2)
+        while frame is not None:
+            where.append((id(frame.f_code), frame.f_lineno))  # a code object's own hash reads its bytecode
+            frame = frame.f_back
+        key = tuple(where)
+        known = self._stack_ids.get(key)
+        if known is not None:
+            return known[0]
+        frames = []
+        frame = sys._getframe(2)
         while frame is not None:
             module = str(frame.f_globals.get("__name__", ""))
             if module.partition(".")[0] not in _INTERNAL_PACKAGES and not module.startswith("torch"):
                 frames.append((frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
             frame = frame.f_back
-        key = tuple(frames)
-        found = self._stacks.get(key)
+        shown = tuple(frames)
+        found = self._stacks.get(shown)
         if found is None:
             found = len(self._stacks)
-            self._stacks[key] = found
+            self._stacks[shown] = found
             lines = [
                 f"File {f}, line {n}, in {name}\n  {linecache.getline(f, n).strip()}"
                 for f, n, name in reversed(frames)
             ]
             self.writer.submit_record({"id": found, "stack": lines}, STACKS_FILE)
+        codes = []
+        frame = sys._getframe(2)
+        while frame is not None:
+            codes.append(frame.f_code)
+            frame = frame.f_back
+        self._stack_ids[key] = (found, tuple(codes))  # the codes held, so that no id is reused
         return found
 
     def _arguments(
@@ -538,18 +562,30 @@ class DumpRecorder:
         self.writer.submit_record(record)
 
 
+def _json_number(value: Any) -> Any:
+    """Spell a float as JSON holds it: inf, -inf and nan, which JSON has no numbers for, as strings."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if value != value else ("inf" if value > 0 else "-inf")
+    return value
+
+
 def finish_record(record: Mapping[str, Any]) -> Mapping[str, Any]:
     """Turn the statistics a backend left on its device into numbers (run by the writer's thread)."""
     for side in ("inputs", "outputs"):
         for entry in record.get(side, ()):
             if "stats" not in entry:
+                if isinstance(entry.get("value"), float):
+                    entry["value"] = _json_number(entry["value"])
                 continue
             stats = entry.pop("stats")
             if stats is None:
                 values: list[Any] = []
             elif isinstance(stats, (list, tuple)):
                 values = [None if v is None else float(v) for v in stats]
+            elif callable(getattr(stats, "tolist", None)):  # torch, Paddle, MindSpore, numpy: one call
+                values = stats.tolist()
             else:
                 values = np.asarray(to_numpy(stats, copy=False), np.float64).ravel().tolist()
+            values = [_json_number(float(v)) if v is not None else None for v in values]
             entry["max"], entry["min"], entry["mean"], entry["norm"] = (values + [None] * 4)[:4]
     return record

@@ -8,6 +8,8 @@ The folder of one step and rank holds:
 * ``stack.jsonl``: each distinct call stack once, ``{"id": 3, "stack": [...]}``;
   records refer to it by id.
 * ``construct.jsonl``: the module tree, ``{"module": path, "type": ..., "parent": ...}``.
+* numbers JSON cannot hold are written as the strings ``"inf"``, ``"-inf"`` and
+  ``"nan"`` (:func:`tscore.dump.reading.read_lines` gives them back as floats).
 * ``tensors/``: with ``task="tensor"``, one ``.npy`` per tensor, written
   atomically; bfloat16 and float8 as float32, exact, as ``ts.save`` stores them.
 
@@ -28,6 +30,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, BinaryIO
 
 import numpy as np
+import orjson
 
 from tscore.errors import TargetPathError
 from tscore.npy_files import ensure_folder, storable, write_atomic
@@ -201,12 +204,12 @@ class DumpWriter:
     def _stream(self, file: str) -> Any:
         stream = self._streams.get(file)
         if stream is None:
-            stream = open(os.path.join(self.folder, file), "a", encoding="utf-8")
+            stream = open(os.path.join(self.folder, file), "ab")
             self._streams[file] = stream
         return stream
 
     def _write_line(self, file: str, record: Mapping[str, Any]) -> None:
-        line = json.dumps(self._finish(record), separators=(",", ":"), default=str) + "\n"
+        line = orjson.dumps(self._finish(record), default=str) + b"\n"
         self._stream(file).write(line)
         self.bytes_written += len(line)
 

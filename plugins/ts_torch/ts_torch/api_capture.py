@@ -194,12 +194,22 @@ class ApiCapture:
         if named is None:
             return func(*args, **kwargs)
         self._busy += 1
+        grad = self._torch.is_grad_enabled()
+        set_grad = self._torch._C._set_grad_enabled
         try:
-            token = self._recorder.begin(named[0], named[1], args, kwargs)
+            set_grad(False)  # the statistics of the inputs build no graph (one switch, no detach a tensor)
+            try:
+                token = self._recorder.begin(named[0], named[1], args, kwargs)
+            finally:
+                set_grad(grad)
             output = func(*args, **kwargs)
             if token is not None:
-                self._recorder.end(token, output)
-                if self._torch.is_grad_enabled() and self._recorder.backward_wanted:
+                set_grad(False)
+                try:
+                    self._recorder.end(token, output)
+                finally:
+                    set_grad(grad)
+                if grad and self._recorder.backward_wanted:
                     self._hook_backward(token, args, output)
             return output
         finally:
@@ -225,8 +235,11 @@ class ApiCapture:
             if owner is None or not owner._installed:
                 return
             owner._busy += 1
+            # autograd runs this hook with the mode still pushed: every attribute the recorder
+            # reads of a gradient would go through the mode's Python handler (10 us each)
             try:
-                owner._recorder.backward(token, grad_outputs, grad_inputs)
+                with owner._torch._C.DisableTorchFunction():
+                    owner._recorder.backward(token, grad_outputs, grad_inputs)
             finally:
                 owner._busy -= 1
 

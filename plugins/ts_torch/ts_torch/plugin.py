@@ -193,8 +193,9 @@ class TorchBackend(Backend):
     def tensor_stats(self, tensor: Any) -> Any:
         """Max, min, mean and L2 norm as four 0-d tensors on the tensor's device (None when empty).
 
-        Three reductions (``aminmax``, ``sum``, ``vector_norm``), in float32 for half types and
-        float64 for integers, with no autograd graph; nothing leaves the device here.
+        Three reductions (``aminmax``, ``sum``, ``vector_norm``), in float32 for half types
+        and float64 for integers, with no autograd graph (the API capture runs the recorder
+        with gradients off; otherwise the tensor is detached); nothing leaves the device here.
         """
         import torch
 
@@ -203,13 +204,13 @@ class TorchBackend(Backend):
         count = tensor.numel()
         if count == 0:
             return None
-        t = tensor.detach() if tensor.requires_grad else tensor  # no graph, cheaper than no_grad()
+        t = tensor.detach() if tensor.requires_grad and torch.is_grad_enabled() else tensor
         if t.dtype not in _WIDE_ENOUGH:
             if t.is_complex():
                 t = t.abs()
             t = t.to(torch.float32 if t.is_floating_point() else torch.float64)
         low, high = torch.aminmax(t)
-        return high, low, t.sum() / count, torch.linalg.vector_norm(t)
+        return high, low, t.sum() / count, torch.linalg.vector_norm(t)  # sum / count: faster than mean
 
     def tensor_key(self, tensor: Any) -> Any:
         """Identify the contents: memory, version counter (it moves on every in-place change), layout."""
