@@ -141,6 +141,9 @@ def worker(tool: str, model_name: str, task: str, steps: int, folder: str) -> di
         "dumped_ms": statistics.median(during) * 1e3,
         "after_ms": statistics.median(after) * 1e3,
     }
+    if tool == "tscore" and task == "tensor" and debugger.totals["tensor_seconds"] > 0:
+        # the writer's own throughput: tensor bytes over the seconds its thread spent writing them
+        result["writer_mb_s"] = debugger.totals["tensor_bytes"] / debugger.totals["tensor_seconds"] / 1e6
     written = sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(folder) for f in files)
     result["bytes_per_step"] = written / (steps + 1)
     if tool == "tscore" and task == "statistics":
@@ -237,6 +240,8 @@ def main() -> None:
         notes = []
         if "tensor_write_mb_s" in row:
             notes.append(f"tensors written at {row['tensor_write_mb_s']:.0f} MB/s")
+        if "writer_mb_s" in row:
+            notes.append(f"writer thread {row['writer_mb_s']:.0f} MB/s")
         if "np_save_mb_s" in row:
             notes.append(f"np.save of the same tensors {row['np_save_mb_s']:.0f} MB/s")
         if "rss_growth_mb_steps_10_to_50" in row:

@@ -201,3 +201,26 @@ def test_meta_side_file_skips_damaged_lines(tmp_path):
 def test_path_objects_and_npy_suffix_in_file(tmp_path):
     ts.save(Path(tmp_path) / "x.npy", np.ones(1))
     assert npy_names(tmp_path) == ["0_x.npy"]
+
+
+@pytest.mark.parametrize(
+    "array",
+    [
+        np.arange(12, dtype=np.float32).reshape(3, 4),
+        np.full((), 3.5),  # 0-d stays 0-d
+        np.zeros((0, 5), np.int64),
+        np.arange(7, dtype=">i4"),  # big-endian keeps its byte order
+        np.ones((2, 3), bool),
+        np.arange(6).reshape(2, 3).T,  # not contiguous: written in C order
+        np.ones((2,) * 13, np.float16),  # a long shape: the header pads past 64 bytes
+    ],
+    ids=["f32", "0d", "empty", "big-endian", "bool", "transposed", "long-shape"],
+)
+def test_the_dump_writers_npy_is_byte_for_byte_what_np_save_writes(tmp_path, array):
+    """The dump writes its tensors with a cached header; any numpy reads them, as it reads np.save's."""
+    ours, theirs = tmp_path / "ours.npy", tmp_path / "theirs.npy"
+    npy_files.write_npy_fast(str(ours), array)
+    np.save(theirs, array if array.flags.c_contiguous else np.array(array, order="C"))
+    assert ours.read_bytes() == theirs.read_bytes()
+    back = np.load(ours)
+    assert back.dtype == array.dtype and back.shape == array.shape and np.array_equal(back, array)

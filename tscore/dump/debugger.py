@@ -75,6 +75,10 @@ class Debugger:
         self._model: object = None
         self._thread: WriterThread | None = None  # one writing thread for every step of this debugger
         self.folders: list[str] = []
+        # what every step dumped so far wrote: records, tensor files, bytes, seconds spent writing tensors
+        self.totals: dict[str, float] = dict.fromkeys(
+            ("records", "tensors", "bytes", "tensor_bytes", "tensor_seconds"), 0
+        )
 
     # ------------------------------------------------------------ the switch
 
@@ -159,6 +163,14 @@ class Debugger:
         missing = recorder.unmatched_scope()
         if missing:
             log.warning("dump: no call of step %d was named %s", recorder.step, ", ".join(missing))
+        for key, value in (
+            ("records", recorder.dumped),
+            ("tensors", writer.tensors_written),
+            ("bytes", writer.bytes_written),
+            ("tensor_bytes", writer.tensor_bytes),
+            ("tensor_seconds", writer.tensor_seconds),
+        ):
+            self.totals[key] += value
         log.info(
             "dump of step %d: %d calls seen, %d records, %d tensors, %.1f MB in %s",
             recorder.step,

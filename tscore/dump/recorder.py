@@ -104,6 +104,12 @@ class TensorOps:
             return hook().ts_tensor_stats(tensor=tensor)
         return self._backend.tensor_stats(tensor)
 
+    def to_numpy(self, tensor: Any, copy: bool) -> Any:
+        """Return the tensor's values as a host numpy array (the caller's own when ``copy``)."""
+        if self._backend is None:
+            return to_numpy(tensor, copy=copy)
+        return self._backend.to_numpy(tensor, copy)
+
     def key(self, tensor: Any) -> Any:
         """Return an identity of the tensor's current contents, or None when the backend gives none."""
         if self._backend is None:
@@ -487,11 +493,12 @@ class DumpRecorder:
                 known.stats = ops.stats(tensor)
             entry["stats"] = known.stats
             if self.md5:
-                entry["md5"] = f"{zlib.crc32(to_numpy(tensor, copy=False).tobytes()):08x}"
+                values = ops.to_numpy(tensor, False)
+                entry["md5"] = f"{zlib.crc32(values.reshape(-1).view(np.uint8)):08x}"
             if not self.stats_only:
                 if known.file is None:
                     known.file = f"{TENSORS_FOLDER}/{name}.npy"
-                    self.writer.submit_tensor(known.file, to_numpy(tensor, copy=True))
+                    self.writer.submit_tensor(known.file, ops.to_numpy(tensor, True))
                 entry["file"] = known.file
             return entry
         except Exception as exc:  # a meta or sparse tensor: the record says so, the dump goes on

@@ -10,8 +10,8 @@ The folder of one step and rank holds:
 * ``construct.jsonl``: the module tree, ``{"module": path, "type": ..., "parent": ...}``.
 * numbers JSON cannot hold are written as the strings ``"inf"``, ``"-inf"`` and
   ``"nan"`` (:func:`tscore.dump.reading.read_lines` gives them back as floats).
-* ``tensors/``: with ``task="tensor"``, one ``.npy`` per tensor, written
-  atomically; bfloat16 and float8 as float32, exact, as ``ts.save`` stores them.
+* ``tensors/``: with ``task="tensor"``, one ``.npy`` per tensor, written before
+  any record that names it; bfloat16 and float8 as float32, exact, as ``ts.save`` stores them.
 
 Everything goes through a queue bounded by bytes, so a slow disk slows the
 training instead of filling memory. A disk that fails (full, unwritable) turns
@@ -27,13 +27,13 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import orjson
 
 from tscore.errors import TargetPathError
-from tscore.npy_files import ensure_folder, storable, write_atomic
+from tscore.npy_files import ensure_folder, storable, write_atomic, write_npy_fast
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +120,9 @@ class DumpWriter:
         self._clear_previous()
         self.bytes_written = 0
         self.tensors_written = 0
+        self.tensor_bytes = 0
+        self.tensor_seconds = 0.0  # spent writing tensor files: the writer's throughput
+        self._folders: set[str] = set()
         self.lines_lost = 0
         self._own_thread = thread is None
         self._thread = WriterThread() if thread is None else thread
@@ -225,16 +228,23 @@ class DumpWriter:
                 log.warning("dump to %s: a record could not be written and is left out: %s", self.folder, exc)
 
     def _write_tensor(self, relative: str, array: np.ndarray) -> None:
+        """Write one ``.npy`` straight to its place.
+
+        No temporary file and rename: a record naming a file is queued after the file, so a
+        run killed while the file is being written has written no record that names it.
+        """
+        began = time.perf_counter()
         path = os.path.join(self.folder, relative)
-        ensure_folder(os.path.dirname(path))
+        folder = os.path.dirname(path)
+        if folder not in self._folders:
+            ensure_folder(folder)
+            self._folders.add(folder)
         stored = storable(array)
-
-        def write(stream: BinaryIO) -> None:
-            np.save(stream, stored, allow_pickle=False)
-
-        write_atomic(path, write)
+        write_npy_fast(path, stored)
         self.bytes_written += int(stored.nbytes)
+        self.tensor_bytes += int(stored.nbytes)
         self.tensors_written += 1
+        self.tensor_seconds += time.perf_counter() - began
 
     def _fail(self, exc: BaseException) -> None:
         if self.failed is None:
