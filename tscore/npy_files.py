@@ -147,7 +147,7 @@ def write_npy_fast(path: str, array: np.ndarray) -> None:
     with open(path, "wb", buffering=0) as stream:
         stream.write(header)
         if array.nbytes:
-            view = memoryview(array.reshape(-1).view(np.uint8))
+            view = memoryview(array.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
             while view:
                 view = view[stream.write(view) :]
 
