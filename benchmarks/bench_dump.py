@@ -170,7 +170,6 @@ def np_save_rate(folder: str) -> float:
     for index, array in enumerate(arrays):
         with open(os.path.join(target, f"{index}.npy"), "wb") as stream:
             np.save(stream, array)
-            stream.flush()
     seconds = time.perf_counter() - began
     total = sum(a.nbytes for a in arrays)
     shutil.rmtree(target)
@@ -180,6 +179,7 @@ def np_save_rate(folder: str) -> float:
 def run(python: str, tool: str, model: str, task: str, steps: int, root: str) -> dict[str, Any]:
     folder = os.path.join(root, f"{tool}-{model}-{task}")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    os.sync()  # the previous worker's files reach the disk before this one is timed
     out = subprocess.run(
         [python, __file__, "--worker", tool, model, task, str(steps), folder],
         capture_output=True,
@@ -190,6 +190,7 @@ def run(python: str, tool: str, model: str, task: str, steps: int, root: str) ->
         return {"tool": tool, "model": model, "task": task, "error": out.stderr.strip().splitlines()[-1:]}
     result = json.loads(out.stdout.strip().splitlines()[-1])
     if task == "tensor" and tool == "tscore":
+        os.sync()
         result["np_save_mb_s"] = np_save_rate(folder)
     shutil.rmtree(folder, ignore_errors=True)
     return result
