@@ -220,3 +220,23 @@ def test_numba_kernel_is_installed_for_the_tests() -> None:
     """The test sessions install tscore[fast]: the numba runs above must not silently fall back."""
     assert numba_kernel.installed() and numba_kernel.load_error() is None
     assert numba_kernel.supports(np.dtype(np.float32)) and not numba_kernel.supports(np.dtype(np.float16))
+
+
+@pytest.mark.parametrize("size", [1, 100, pair_stats.CHUNK_ELEMENTS * 2 + 17])
+def test_euclidean_distance_and_thousandths_ratios_equal_numpy(kernel: str, size: int) -> None:
+    """msprobe's EucDist and One/Five Thousandths Err Ratio, with exact zeros and a non-finite pair."""
+    rng = np.random.default_rng(size + 1)
+    a = rng.standard_normal(size).astype(np.float32)
+    b = a * (1 + rng.standard_normal(size).astype(np.float32) * np.float32(3e-3))
+    a[: size // 3] = b[: size // 3]  # exactly equal, zeros included below
+    a[:2], b[:2] = 0.0, 0.0
+    if size > 3:
+        a[3], b[3] = np.inf, 1.0  # left out of every statistic
+    stats = flat_stats(a, b, 1e-4, 1e-4, False, kernel)
+    x, y = a.astype(np.float64), b.astype(np.float64)
+    finite = np.isfinite(x) & np.isfinite(y)
+    d, t = np.abs(x - y)[finite], np.abs(y)[finite]
+    assert stats.euclidean == pytest.approx(float(np.sqrt(d @ d)), rel=1e-9)
+    assert stats.one_thousandth == pytest.approx(float(np.mean((d < 0.001 * t) | (d == 0))), rel=1e-12)
+    assert stats.five_thousandths == pytest.approx(float(np.mean((d < 0.005 * t) | (d == 0))), rel=1e-12)
+    assert 0 < stats.one_thousandth <= stats.five_thousandths <= 1

@@ -69,7 +69,7 @@ def numba_stats(a: np.ndarray, b: np.ndarray, rtol: float, atol: float, equal_na
     Integer counts come back through a float64 array, exact up to 2**53
     elements.
     """
-    out = np.zeros(12)
+    out = np.zeros(15)
     if a.size:
         _compiled()(a, b, float(rtol), float(atol), bool(equal_nan), out)
     return PairStats(
@@ -86,4 +86,7 @@ def numba_stats(a: np.ndarray, b: np.ndarray, rtol: float, atol: float, equal_na
         orig_inf=int(out[9]),
         target_nan=int(out[10]),
         target_inf=int(out[11]),
+        sum_sq=float(out[12]),
+        rel_1e3=int(out[13]),
+        rel_5e3=int(out[14]),
     )

@@ -36,6 +36,11 @@ def careful_block(
             acc[5] += x * y
             acc[6] += x * x
             acc[7] += y * y
+            acc[12] += d * d
+            if d < 0.001 * ay or d == 0.0:
+                acc[13] += 1.0
+            if d < 0.005 * ay or d == 0.0:
+                acc[14] += 1.0
             if ay > 0.0:
                 acc[4] = max(acc[4], d / ay)
             elif d > 0.0:
@@ -62,7 +67,8 @@ def accumulate(a: Any, b: Any, rtol: float, atol: float, equal_nan: bool, acc: A
     When the block's sums of squares come out NaN or inf, the block held a
     non-finite value, and it is done again by :func:`careful_block`.
     ``acc`` layout: close, finite, sum_abs, max_abs, max_rel, dot_ab,
-    dot_aa, dot_bb, orig_nan, orig_inf, target_nan, target_inf.
+    dot_aa, dot_bb, orig_nan, orig_inf, target_nan, target_inf, sum_sq,
+    rel_1e3, rel_5e3.
     """
     n = a.size
     for lo in range(0, n, BLOCK):
@@ -74,6 +80,9 @@ def accumulate(a: Any, b: Any, rtol: float, atol: float, equal_nan: bool, acc: A
         dot_ab = 0.0
         dot_aa = 0.0
         dot_bb = 0.0
+        sum_sq = 0.0
+        rel_1e3 = 0
+        rel_5e3 = 0
         for i in range(lo, hi):
             x = np.float64(a[i])
             y = np.float64(b[i])
@@ -85,6 +94,9 @@ def accumulate(a: Any, b: Any, rtol: float, atol: float, equal_nan: bool, acc: A
             dot_ab += x * y
             dot_aa += x * x
             dot_bb += y * y
+            sum_sq += d * d
+            rel_1e3 += (d < 0.001 * ay) | (d == 0.0)
+            rel_5e3 += (d < 0.005 * ay) | (d == 0.0)
             r = d / ay  # 0/0 is NaN and loses every comparison: equal zeros count as 0
             max_rel = r if r > max_rel else max_rel
         if np.isfinite(dot_aa) and np.isfinite(dot_bb) and np.isfinite(sum_abs):
@@ -96,5 +108,8 @@ def accumulate(a: Any, b: Any, rtol: float, atol: float, equal_nan: bool, acc: A
             acc[5] += dot_ab
             acc[6] += dot_aa
             acc[7] += dot_bb
+            acc[12] += sum_sq
+            acc[13] += rel_1e3
+            acc[14] += rel_5e3
         else:
             careful_block(a, b, lo, hi, rtol, atol, equal_nan, acc)

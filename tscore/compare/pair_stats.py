@@ -42,6 +42,9 @@ class PairStats:
     orig_inf: int = 0
     target_nan: int = 0
     target_inf: int = 0
+    sum_sq: float = 0.0  # sum of (orig - target)**2 over the finite positions
+    rel_1e3: int = 0  # finite positions where |orig - target| < 0.001 * |target| (or both are equal)
+    rel_5e3: int = 0  # the same within 0.005
 
     def merge(self, other: PairStats) -> PairStats:
         """Add ``other`` into this summary in place and return it."""
@@ -90,6 +93,21 @@ class PairStats:
     def max_abs_diff(self) -> float | None:
         """Largest ``|orig - target|`` over the positions finite on both sides."""
         return self.max_abs if self.finite else None
+
+    @property
+    def euclidean(self) -> float | None:
+        """The L2 norm of ``orig - target`` over the positions finite on both sides (msprobe's EucDist)."""
+        return math.sqrt(self.sum_sq) if self.finite else None
+
+    @property
+    def one_thousandth(self) -> float | None:
+        """Share of finite positions whose relative error is under 0.001 (ptdbg's "One Thousandth")."""
+        return self.rel_1e3 / self.finite if self.finite else None
+
+    @property
+    def five_thousandths(self) -> float | None:
+        """Share of finite positions whose relative error is under 0.005."""
+        return self.rel_5e3 / self.finite if self.finite else None
 
     @property
     def max_rel_diff(self) -> float | None:
@@ -166,6 +184,11 @@ def _numpy_chunk(
     stats.close += int(np.count_nonzero(d <= x))
     with np.errstate(divide="ignore", invalid="ignore"):
         np.divide(d, t, out=t)
+    stats.sum_sq = float(d @ d)
+    equal = np.count_nonzero(d == 0.0)
+    with np.errstate(invalid="ignore"):  # t is now the relative error: NaN where both are zero
+        stats.rel_1e3 = int(np.count_nonzero(t < 0.001)) + int(equal - np.count_nonzero(t == 0.0))
+        stats.rel_5e3 = int(np.count_nonzero(t < 0.005)) + int(equal - np.count_nonzero(t == 0.0))
     stats.max_rel = float(np.fmax.reduce(t))  # fmax skips the NaN of 0/0 (equal zeros)
     if math.isnan(stats.max_rel):
         stats.max_rel = 0.0
