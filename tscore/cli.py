@@ -40,6 +40,7 @@ from tscore.checkpoint import cli_commands
 from tscore.compare.engine import MATCH_STRATEGIES, compare_npy_dir
 from tscore.compare.kernels import KERNEL_NAMES
 from tscore.dump import cli_command as dump_cli
+from tscore.dump_compare import cli_command as dump_compare_cli
 from tscore.errors import TscoreError
 from tscore.netdiff import cli_command
 from tscore.plugins import get_plugin_manager
@@ -188,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_commands.add_ckpt_diff(commands, _non_negative)
     cli_command.add_diff(commands, _non_negative, _positive_int)
     dump_cli.add_dump_info(commands)
+    dump_compare_cli.add_dump_compare(commands, _non_negative)
     return parser
 
 

@@ -11,6 +11,7 @@
     ...                                   # the step to dump
     set_dump_switch("OFF")
     parse("./npu_dump.pkl", "Torch_batch_norm_1_forward")
+    compare({"npu_pkl_path": npu_pkl, "bench_pkl_path": gpu_pkl}, "./output")
 
 The dump lands in tscore's layout (:mod:`tscore.dump.writer`):
 ``{folder of the path}/{dump_tag}/step{k}/rank{r}/``, one step per
@@ -30,12 +31,15 @@ from tscore.compare.report import print_report
 from tscore.dump.config import DumpConfigError, make_config
 from tscore.dump.debugger import Debugger
 from tscore.dump.reading import find_records, format_record
+from tscore.dump_compare.compare import compare, compare_distributed
 from tscore.seeding import seed_all as _seed_all
 
 log = logging.getLogger(__name__)
 
 __all__ = [
     "acc_cmp_dump",
+    "compare",
+    "compare_distributed",
     "overflow_check",
     "parse",
     "register_hook",

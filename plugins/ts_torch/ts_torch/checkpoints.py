@@ -86,6 +86,8 @@ def _state_dict(path: str, loaded: object, skipped: dict[str, str]) -> Mapping[s
 
     if isinstance(loaded, torch.nn.Module):
         return loaded.state_dict()
+    if isinstance(loaded, torch.Tensor):  # one tensor per file, as msprobe dumps them: named after the file
+        return {os.path.splitext(os.path.basename(path))[0]: loaded}
     if not isinstance(loaded, Mapping):
         raise CheckpointReadError(
             f"{path}: holds a {type(loaded).__name__}, not a state dict; load it yourself and pass the "

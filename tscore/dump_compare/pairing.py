@@ -1,0 +1,137 @@
+"""Pairing the calls of two dumps so that one extra or missing call shifts nothing else.
+
+When both runs made the same calls (the same names in the same order) calls
+pair by name. Otherwise the forward calls are aligned as two sequences
+(:class:`difflib.SequenceMatcher`) over what a call is, its kind (prefix and
+API) and the shapes of its tensor inputs, not over its number: an extra
+``relu`` in one run renames every later ``relu`` there, but leaves their kinds
+and shapes in the same order, so the runs still pair call for call around it.
+A stretch where the kinds agree and the shapes do not pairs call for call
+(those are the differences to report); calls with no partner are rows too.
+A backward call pairs with the backward of its forward call's partner; what
+remains of the backward calls is aligned the same way.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+
+from tscore.dump_compare.sources import Call, Item
+
+_FORWARD = ("forward",)
+
+
+@dataclass
+class CallPair:
+    """Two calls taken to be the same (either may be None: no partner)."""
+
+    npu: Call | None
+    bench: Call | None
+    how: str  # "name", "aligned" (by sequence), "kind" (same API, other shapes), "unpaired"
+
+
+def _kind(call: Call, api_map: Mapping[str, str]) -> tuple[str, str, str]:
+    api = f"{call.name.prefix}.{call.name.api}"
+    api = api_map.get(api, api)
+    return api, call.name.direction, (call.module or "") if call.name.prefix == "Module" else ""
+
+
+def _signature(call: Call, api_map: Mapping[str, str]) -> Hashable:
+    shapes = tuple(item.shape for item in call.inputs if item.is_tensor)
+    return (*_kind(call, api_map), shapes)
+
+
+def _align(
+    npu: Sequence[Call], bench: Sequence[Call], api_map: Mapping[str, str], how_equal: str
+) -> list[CallPair]:
+    """Pair two sequences of calls by alignment over their signatures, then their kinds."""
+    if [c.label for c in npu] == [c.label for c in bench]:
+        return [CallPair(a, b, "name") for a, b in zip(npu, bench, strict=True)]
+    pairs: list[CallPair] = []
+    matcher = difflib.SequenceMatcher(
+        None, [_signature(c, api_map) for c in npu], [_signature(c, api_map) for c in bench], autojunk=False
+    )
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            pairs += [
+                CallPair(a, b, "name" if a.label == b.label else how_equal)
+                for a, b in zip(npu[i1:i2], bench[j1:j2], strict=True)
+            ]
+            continue
+        pairs += _pair_kinds(npu[i1:i2], bench[j1:j2], api_map)
+    return pairs
+
+
+def _pair_kinds(npu: Sequence[Call], bench: Sequence[Call], api_map: Mapping[str, str]) -> list[CallPair]:
+    """Within a stretch whose signatures differ, pair calls of the same kind in order; the rest alone."""
+    pairs: list[CallPair] = []
+    matcher = difflib.SequenceMatcher(
+        None, [_kind(c, api_map) for c in npu], [_kind(c, api_map) for c in bench], autojunk=False
+    )
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            pairs += [CallPair(a, b, "kind") for a, b in zip(npu[i1:i2], bench[j1:j2], strict=True)]
+        else:
+            pairs += [CallPair(a, None, "unpaired") for a in npu[i1:i2]]
+            pairs += [CallPair(None, b, "unpaired") for b in bench[j1:j2]]
+    return pairs
+
+
+def _call_id(call: Call) -> tuple[str, str, int]:
+    return call.name.prefix, call.name.api, call.name.index
+
+
+def pair_calls(
+    npu: Sequence[Call], bench: Sequence[Call], api_map: Mapping[str, str] | None = None
+) -> list[CallPair]:
+    """Pair the calls of two dumps; every call of either side is in exactly one pair.
+
+    :param api_map: ``{"Prefix.api" of one side: "Prefix.api" of the other}`` for runs of two
+        frameworks whose APIs are named differently; applied to both sides' names.
+    :return: pairs in the NPU side's order (calls only the bench side has, where they fall).
+    """
+    mapping = dict(api_map or {})
+    forward = _align(
+        [c for c in npu if c.name.direction in _FORWARD],
+        [c for c in bench if c.name.direction in _FORWARD],
+        mapping,
+        "aligned",
+    )
+    partner = {
+        _call_id(p.npu): _call_id(p.bench) for p in forward if p.npu is not None and p.bench is not None
+    }
+    bench_backward = {(_call_id(c), c.name.direction): c for c in bench if c.name.direction not in _FORWARD}
+    backward: list[CallPair] = []
+    left_npu: list[Call] = []
+    for call in (c for c in npu if c.name.direction not in _FORWARD):
+        other = partner.get(_call_id(call), _call_id(call) if call.name.direction != "backward" else None)
+        found = bench_backward.pop((other, call.name.direction), None) if other is not None else None
+        if found is None:
+            left_npu.append(call)
+        else:
+            backward.append(CallPair(call, found, "name" if found.label == call.label else "aligned"))
+    if left_npu or bench_backward:
+        rest = sorted(bench_backward.values(), key=lambda c: c.order)
+        backward += _align(left_npu, rest, mapping, "aligned")
+    return sorted(forward + backward, key=_pair_order)
+
+
+def _pair_order(pair: CallPair) -> tuple[int, int]:
+    """Order pairs by the NPU call's position; a bench-only call sorts by its own position."""
+    if pair.npu is not None:
+        return pair.npu.order, 0
+    assert pair.bench is not None
+    return pair.bench.order, 1
+
+
+def pair_items(npu: Call | None, bench: Call | None) -> list[tuple[Item | None, Item | None]]:
+    """Pair the values of two paired calls by where they sat (input 0, output, kwarg ``bias`` ...)."""
+    mine = list(npu.items) if npu is not None else []
+    theirs = {item.slot: item for item in (bench.items if bench is not None else ())}
+    pairs: list[tuple[Item | None, Item | None]] = []
+    for item in mine:
+        pairs.append((item, theirs.pop(item.slot, None)))
+    pairs += [(None, item) for item in theirs.values()]
+    return pairs

@@ -1,0 +1,218 @@
+"""The comparison of two dumps as data, and its files: ptdbg's CSV, the advisor, JSON.
+
+:class:`DumpCompareReport` carries every row (one per pair of values), every
+call's verdict in execution order and the first call with an error of its own,
+so that a picture of it needs nothing else. The CSV keeps ptdbg's and msprobe's
+column names (``NPU Name``, ``Cosine``, ``MaxAbsErr``, ``Accuracy Reached or
+Not`` ...) and adds tscore's verdict and the module path.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from tscore.dump.recorder import OUTSIDE
+from tscore.dump_compare.rows import Row
+from tscore.dump_compare.verdicts import CallVerdict
+from tscore.npy_files import write_atomic
+
+BASIC_COLUMNS = [
+    "NPU Name",
+    "Bench Name",
+    "NPU Tensor Dtype",
+    "Bench Tensor Dtype",
+    "NPU Tensor Shape",
+    "Bench Tensor Shape",
+]
+TENSOR_COLUMNS = [
+    "Cosine",
+    "EucDist",
+    "MaxAbsErr",
+    "MaxRelativeErr",
+    "One Thousandth Err Ratio",
+    "Five Thousandths Err Ratio",
+]
+STATISTICS_COLUMNS = [
+    "Max diff",
+    "Min diff",
+    "Mean diff",
+    "L2norm diff",
+    "MaxRelativeErr",
+    "MinRelativeErr",
+    "MeanRelativeErr",
+    "NormRelativeErr",
+]
+MD5_COLUMNS = ["NPU MD5", "BENCH MD5"]
+SUMMARY_COLUMNS = [f"{side} {stat}" for side in ("NPU", "Bench") for stat in ("max", "min", "mean", "l2norm")]
+TAIL_COLUMNS = ["Accuracy Reached or Not", "Err_message", "Verdict", "Module"]
+STACK_COLUMN = "NPU_Stack_Info"
+
+
+class DumpCompareReport(BaseModel):
+    """Two dumps compared: rows, per-call verdicts, and the first call that goes wrong on its own."""
+
+    model_config = ConfigDict(ser_json_inf_nan="strings")
+
+    npu_path: str
+    bench_path: str
+    npu_format: str
+    bench_format: str
+    basis: str  # "tensor", "statistics" or "md5": what the rows mostly compare
+    tolerance: float
+    rows: list[Row]
+    calls: list[CallVerdict]
+    first_error: CallVerdict | None = None
+    seconds: float = 0.0
+    files: list[str] = []  # what was written: the CSV, the advisor
+
+    @property
+    def passed(self) -> bool:
+        """True when every paired call agrees (calls only one run made are rows, not failures)."""
+        return not any(v.status in ("own", "weights", "inherited") for v in self.calls)
+
+    def counts(self) -> dict[str, int]:
+        """How many calls got each verdict."""
+        out: dict[str, int] = {}
+        for verdict in self.calls:
+            out[verdict.status] = out.get(verdict.status, 0) + 1
+        return out
+
+    def summary(self) -> str:
+        """One line a person acts on: the first call with an error of its own, where, and what to do."""
+        first = self.first_error
+        tally = ", ".join(f"{n} {status}" for status, n in sorted(self.counts().items()))
+        if first is None:
+            failing = [v for v in self.calls if v.status not in ("ok", "unknown")]
+            if not failing:
+                return f"all {len(self.calls)} calls agree ({tally})"
+            return f"no call has an error of its own; {tally}"
+        name = first.npu_call or first.bench_call
+        where = f" at {first.where}" if first.where else ""
+        module = f" in module {first.module!r}" if first.module and first.module != OUTSIDE else ""
+        certainty = " (from statistics: less certain)" if first.basis == "statistics" else ""
+        return f"first call with its own error: {name}{module}{where}: {first.reason}{certainty}; {tally}"
+
+    # ------------------------------------------------------------ files
+
+    def columns(self, stack_mode: bool) -> list[str]:
+        """Return the CSV header for this report's basis."""
+        middle = {"tensor": TENSOR_COLUMNS, "md5": MD5_COLUMNS}.get(self.basis, STATISTICS_COLUMNS)
+        return (
+            BASIC_COLUMNS + middle + SUMMARY_COLUMNS + TAIL_COLUMNS + ([STACK_COLUMN] if stack_mode else [])
+        )
+
+    def csv_text(self, stack_mode: bool = False) -> str:
+        """Render the rows as ptdbg's CSV, in execution order; the stack on each call's first row."""
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(self.columns(stack_mode))
+        verdict_of: dict[int, CallVerdict] = {}
+        first_row: set[int] = set()
+        for verdict in self.calls:
+            for index in verdict.rows:
+                verdict_of[index] = verdict
+            if verdict.rows:
+                first_row.add(verdict.rows[0])
+        for index in sorted(verdict_of):
+            row, verdict = self.rows[index], verdict_of[index]
+            cells: list[Any] = [
+                row.npu_name or "N/A",
+                row.bench_name or "N/A",
+                row.npu_dtype or "N/A",
+                row.bench_dtype or "N/A",
+                _shape(row.npu_shape),
+                _shape(row.bench_shape),
+            ]
+            if self.basis == "tensor":
+                cells += [
+                    _cell(v)
+                    for v in (
+                        row.cosine,
+                        row.euc_dist,
+                        row.max_abs_err,
+                        row.max_relative_err,
+                        row.one_thousandth,
+                        row.five_thousandths,
+                    )
+                ]
+            elif self.basis == "md5":
+                cells += [row.npu_md5 or "N/A", row.bench_md5 or "N/A"]
+            else:
+                cells += [_cell(v) for v in row.stat_diffs] + [_percent(v) for v in row.stat_relative]
+            for stats in (row.npu_stats, row.bench_stats):
+                cells += [_cell(v) for v in (stats or (None,) * 4)]
+            cells += [row.accuracy, row.message, verdict.status, verdict.module or ""]
+            if stack_mode:
+                cells.append("\n".join(verdict.stack) if index in first_row else "")
+            writer.writerow(cells)
+        return out.getvalue()
+
+    def advisor_text(self) -> str:
+        """Ptdbg's three lines (``Line:``, ``Suspect Nodes:``, ``Expert Advice:``) and tscore's verdict."""
+        first = self.first_error
+        if first is None:
+            return (
+                "Line: NA\nSuspect Nodes: NA\n"
+                "Expert Advice: All data in comparison result meets the accuracy requirements.\n"
+                f"Verdict: {self.summary()}\n"
+            )
+        line = (first.rows[0] + 2) if first.rows else "NA"  # the CSV's header is line 1
+        name = first.npu_call or first.bench_call
+        return (
+            f"Line: {line}\nSuspect Nodes: {name}\nExpert Advice: {_advice(first)}\n"
+            f"Verdict: {self.summary()}\n"
+        )
+
+    def write_csv(self, path: str, stack_mode: bool = False) -> None:
+        """Write the CSV atomically."""
+        data = self.csv_text(stack_mode).encode("utf-8")
+        write_atomic(path, lambda stream: stream.write(data))
+
+    def write_advisor(self, path: str) -> None:
+        """Write the advisor file atomically."""
+        data = self.advisor_text().encode("utf-8")
+        write_atomic(path, lambda stream: stream.write(data))
+
+
+def _advice(verdict: CallVerdict) -> str:
+    if verdict.status == "weights":
+        return (
+            "The two runs do not hold the same weights at this call: load the same checkpoint on both "
+            "sides (ts.migrator.convert_weight), then compare again."
+        )
+    where = f" ({verdict.where})" if verdict.where else ""
+    if verdict.direction == "backward":
+        return (
+            "This is a backward API computation error: its incoming gradients agree and the gradients "
+            f"it passes on do not. Check the backward implementation{where}."
+        )
+    return (
+        "This is a forward API computation error: its inputs agree and its outputs do not. Check the "
+        f"computation implementation{where}: dtype, an option of the API, or the operator on this device."
+    )
+
+
+def _shape(shape: Sequence[int] | None) -> str:
+    return "N/A" if shape is None else str(list(shape))
+
+
+def _cell(value: float | None) -> Any:
+    if value is None:
+        return "N/A"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+def _percent(value: float | None) -> str:
+    if value is None:
+        return "N/A"
+    if not math.isfinite(value):
+        return "inf" if value > 0 else "nan"
+    return f"{value * 100:.6g}%"

@@ -1,0 +1,430 @@
+"""Reading a dump of any of three formats into one model: tscore's, msprobe's and ptdbg_ascend's.
+
+* tscore: ``dump.jsonl`` + ``stack.jsonl`` + ``tensors/*.npy`` (:mod:`tscore.dump.writer`).
+* msprobe: ``dump.json`` (``{"task", "level", "data": {call: {...}}}``), ``stack.json``,
+  tensors in ``dump_tensor_data/`` as ``.pt`` (read through the torch plugin, weights only)
+  or ``.npy``.
+* ptdbg_ascend: a ``.pkl`` of JSON lines ``[name, step, [], dtype, shape, [max, min, mean]]``
+  and a folder named after it holding one ``{name}.npy`` per tensor.
+
+Each becomes a :class:`DumpSource`: calls in execution order, each with its
+input and output :class:`Item` (a tensor's dtype, shape, statistics and file;
+a plain argument's value). A line that cannot be read is logged and skipped:
+one bad record never ends the reading of the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tscore.dtypes import neutral_dtype
+from tscore.dump.names import MODULE_PREFIX, CallName, parse_name
+from tscore.dump.reading import read_lines
+from tscore.dump.writer import RECORDS_FILE, STACKS_FILE, TENSORS_FOLDER
+from tscore.errors import TscoreError
+
+log = logging.getLogger(__name__)
+
+MSPROBE_FILE = "dump.json"
+MSPROBE_STACKS = "stack.json"
+MSPROBE_TENSORS = "dump_tensor_data"
+FORMATS = ("tscore", "msprobe", "ptdbg")
+
+
+class DumpReadError(TscoreError, ValueError):
+    """A path that holds no dump of a known format, or one whose main file cannot be read."""
+
+
+@dataclass
+class Item:
+    """One value a call received or returned: a tensor, or a plain argument."""
+
+    role: str  # "input" or "output" (of the forward or backward call)
+    path: str  # where it sat: "0", "0.1", "bias"; "" for a single output
+    name: str  # its full name as the dump spells it
+    is_tensor: bool = True
+    dtype: str | None = None  # neutral (``float32``), or the Python type of a plain value
+    shape: tuple[int, ...] | None = None
+    stats: tuple[float | None, float | None, float | None, float | None] | None = None  # max min mean norm
+    md5: str | None = None
+    file: str | None = None  # the tensor's file, when the dump holds tensors
+    value: Any = None  # a plain argument's value
+    error: str | None = None  # why the dump could not describe it
+
+    @property
+    def slot(self) -> tuple[str, str]:
+        """Where the value sat in its call: the key that pairs it with the other run's."""
+        return self.role, self.path
+
+
+@dataclass
+class Call:
+    """One call of one direction (an API's or a module's forward or backward) with its values."""
+
+    name: CallName
+    order: int  # position in the dump, in execution order as written
+    inputs: list[Item] = field(default_factory=list)
+    outputs: list[Item] = field(default_factory=list)
+    module: str | None = None  # the enclosing module's path, when the dump records it
+    key: str | None = None  # tscore's provenance key
+    stack: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        """The call's name in ptdbg's spelling (msprobe's for module calls)."""
+        return self.name.ptdbg
+
+    @property
+    def items(self) -> list[Item]:
+        """Inputs, then outputs."""
+        return [*self.inputs, *self.outputs]
+
+    def settle(self) -> Call:
+        """Give a sole output the path ``""``, however its format numbered it (msprobe lists it as ``0``)."""
+        if len(self.outputs) == 1:
+            self.outputs[0].path = ""
+        return self
+
+
+@dataclass
+class DumpSource:
+    """One dump folder (one step of one rank), whatever wrote it."""
+
+    path: str
+    format: str
+    calls: list[Call]
+    task: str  # "tensor" when tensor files are present for its records, else "statistics" or "md5"
+    rank: int | None = None
+    framework: str | None = None
+
+    @property
+    def has_tensors(self) -> bool:
+        """True when the dump holds tensor files, so values can be compared element by element."""
+        return self.task == "tensor"
+
+
+# ---------------------------------------------------------------- finding the format
+
+
+def detect(path: str) -> tuple[str, str]:
+    """Say which format the dump at ``path`` is and which file holds its records.
+
+    :param path: a dump folder (one step of one rank), or its records file
+        (``dump.jsonl``, ``dump.json``, a ptdbg ``.pkl``).
+    :raises DumpReadError: naming the path when it holds none of the three formats.
+    """
+    if os.path.isfile(path):
+        base = os.path.basename(path)
+        if base == RECORDS_FILE:
+            return "tscore", path
+        if base == MSPROBE_FILE:
+            return "msprobe", path
+        if base.endswith(".pkl"):
+            return "ptdbg", path
+        raise DumpReadError(
+            f"{path!r} is not a dump's records file: pass a dump folder, a {RECORDS_FILE} (tscore), "
+            f"a {MSPROBE_FILE} (msprobe) or a .pkl (ptdbg_ascend)"
+        )
+    if not os.path.isdir(path):
+        raise DumpReadError(f"no dump at {path!r}: no such file or folder")
+    for name, kind in ((RECORDS_FILE, "tscore"), (MSPROBE_FILE, "msprobe")):
+        if os.path.isfile(os.path.join(path, name)):
+            return kind, os.path.join(path, name)
+    pkls = sorted(f for f in os.listdir(path) if f.endswith(".pkl"))
+    if len(pkls) == 1:
+        return "ptdbg", os.path.join(path, pkls[0])
+    if len(pkls) > 1:
+        raise DumpReadError(f"{path!r} holds several .pkl files ({', '.join(pkls)}): pass the one to compare")
+    raise DumpReadError(
+        f"no dump in {path!r}: it holds no {RECORDS_FILE} (tscore), {MSPROBE_FILE} (msprobe) or .pkl "
+        "(ptdbg_ascend); pass one step's rank folder, such as dump/step0/rank0"
+    )
+
+
+def read_dump(path: str | os.PathLike[str]) -> DumpSource:
+    """Read the dump at ``path`` (a folder of one step and rank, or its records file), any format.
+
+    :raises DumpReadError: naming the path when no dump is there or its records cannot be read.
+    """
+    kind, records = detect(os.fspath(path))
+    reader = {"tscore": _read_tscore, "msprobe": _read_msprobe, "ptdbg": _read_ptdbg}[kind]
+    source = reader(records)
+    log.info("%s: %s dump, %d calls, %s", records, kind, len(source.calls), source.task)
+    return source
+
+
+def _rank_of(folder: str) -> int | None:
+    found = re.fullmatch(r"rank(\d+)", os.path.basename(os.path.normpath(folder)))
+    return int(found.group(1)) if found else None
+
+
+# ---------------------------------------------------------------- tscore
+
+
+def _split_entry_name(call: str, name: str) -> tuple[str, str]:
+    """Split a tensor's name into side and path: ``..._forward_input.0.1`` gives ``("input", "0.1")``."""
+    rest = name[len(call) + 1 :] if name.startswith(call) else name.rpartition("_")[2]
+    side, _, path = rest.partition(".")
+    return side, path
+
+
+def _tscore_item(call: str, entry: Mapping[str, Any], folder: str) -> Item:
+    role, path = _split_entry_name(call, str(entry.get("name", "")))
+    name = str(entry.get("name", ""))
+    if entry.get("type") != "tensor":
+        return Item(role, path, name, is_tensor=False, dtype=str(entry.get("type")), value=entry.get("value"))
+    stats = tuple(entry.get(k) for k in ("max", "min", "mean", "norm"))
+    file = entry.get("file")
+    return Item(
+        role,
+        path,
+        name,
+        dtype=entry.get("dtype"),
+        shape=tuple(entry["shape"]) if entry.get("shape") is not None else None,
+        stats=stats if any(v is not None for v in stats) else None,  # type: ignore[arg-type]
+        md5=entry.get("md5"),
+        file=os.path.join(folder, file) if file else None,
+        error=entry.get("error"),
+    )
+
+
+def _read_tscore(records_file: str) -> DumpSource:
+    folder = os.path.dirname(records_file)
+    stacks = {
+        int(entry["id"]): list(entry["stack"]) for entry in read_lines(os.path.join(folder, STACKS_FILE))
+    }
+    calls: list[Call] = []
+    for record in read_lines(records_file):
+        try:
+            name = CallName(record["prefix"], record["api"], int(record["index"]), record["direction"])
+            label = str(record["name"])
+            call = Call(name, len(calls), module=record.get("module"), key=record.get("key"))
+            call.inputs = [_tscore_item(label, e, folder) for e in record.get("inputs", ())]
+            call.outputs = [_tscore_item(label, e, folder) for e in record.get("outputs", ())]
+            if record.get("stack") is not None:
+                call.stack = stacks.get(int(record["stack"]), [])
+        except (KeyError, TypeError, ValueError) as exc:
+            log.warning("%s: a record could not be read and is left out: %s", records_file, exc)
+            continue
+        calls.append(call.settle())
+    info = _json_file(os.path.join(folder, "dump_info.json")) or {}
+    config = info.get("config") or {}
+    task = str(config.get("task", "statistics"))
+    if task != "tensor" and config.get("summary_mode") == "md5":
+        task = "md5"
+    if task == "tensor" and not os.path.isdir(os.path.join(folder, TENSORS_FOLDER)):
+        task = "statistics"
+    frameworks = info.get("frameworks") or {}
+    return DumpSource(
+        folder,
+        "tscore",
+        calls,
+        task,
+        rank=info.get("rank", _rank_of(folder)),
+        framework=next(iter(frameworks), None),
+    )
+
+
+def _json_file(path: str) -> Any:
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as stream:
+            return json.load(stream)
+    except (OSError, ValueError) as exc:
+        log.warning("%s cannot be read (%s); going on without it", path, exc)
+        return None
+
+
+# ---------------------------------------------------------------- msprobe
+
+
+def _msprobe_items(
+    role: str, path: tuple[str, ...], value: Any, call: str, tensors: str, out: list[Item]
+) -> None:
+    """Flatten one msprobe value (a tensor dict, a plain value dict, None, or a list of them)."""
+    joined = ".".join(path)
+    name = f"{call}.{role}" + (f".{joined}" if joined else "")
+    if value is None:
+        out.append(Item(role, joined, name, is_tensor=False, dtype="None"))
+        return
+    if isinstance(value, list):
+        for index, inner in enumerate(value):
+            _msprobe_items(role, (*path, str(index)), inner, call, tensors, out)
+        return
+    if not isinstance(value, Mapping):
+        out.append(Item(role, joined, name, is_tensor=False, dtype=type(value).__name__, value=value))
+        return
+    kind = str(value.get("type", ""))
+    if "dtype" in value and "shape" in value and ("Tensor" in kind or "ndarray" in kind or "Max" in value):
+        stats = tuple(_number(value.get(k)) for k in ("Max", "Min", "Mean", "Norm"))
+        data_name = value.get("data_name")
+        file = os.path.join(tensors, data_name) if data_name and data_name != "-1" else None
+        out.append(
+            Item(
+                role,
+                joined,
+                name,
+                dtype=neutral_dtype(value.get("dtype")),
+                shape=tuple(value.get("shape") or ()),
+                stats=stats if any(v is not None for v in stats) else None,  # type: ignore[arg-type]
+                md5=value.get("md5"),
+                file=file,
+            )
+        )
+        return
+    if "value" in value or kind:
+        out.append(Item(role, joined, name, is_tensor=False, dtype=kind or None, value=value.get("value")))
+        return
+    for key, inner in value.items():  # a dict argument: one item per key
+        _msprobe_items(role, (*path, str(key)), inner, call, tensors, out)
+
+
+def _number(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None if value is None else float(value)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _msprobe_stacks(folder: str) -> dict[str, list[str]]:
+    """``{call name: stack lines}`` from msprobe's ``stack.json`` (26.x: numbered groups; older: by name)."""
+    raw = _json_file(os.path.join(folder, MSPROBE_STACKS)) or {}
+    stacks: dict[str, list[str]] = {}
+    for key, value in raw.items() if isinstance(raw, Mapping) else ():
+        if isinstance(value, list) and len(value) == 2 and isinstance(value[0], list):
+            names, lines = value
+            for name in names:
+                stacks[str(name)] = [str(line) for line in lines]
+        elif isinstance(value, list):
+            stacks[str(key)] = [str(line) for line in value]
+    return stacks
+
+
+def _read_msprobe(records_file: str) -> DumpSource:
+    folder = os.path.dirname(records_file)
+    document = _json_file(records_file)
+    if not isinstance(document, Mapping) or not isinstance(document.get("data"), Mapping):
+        raise DumpReadError(
+            f"{records_file}: not an msprobe dump.json (no 'data' object); the file may be cut short"
+        )
+    tensors = os.path.join(folder, MSPROBE_TENSORS)  # beside dump.json, as msprobe's compare looks
+    if not os.path.isdir(tensors) and document.get("dump_data_dir"):
+        tensors = str(document["dump_data_dir"])
+    stacks = _msprobe_stacks(folder)
+    calls: list[Call] = []
+    for label, body in document["data"].items():
+        name = parse_name(str(label))
+        if name is None or not isinstance(body, Mapping):
+            log.warning("%s: %r is not a call msprobe names; left out", records_file, label)
+            continue
+        call = Call(name, len(calls), stack=stacks.get(str(label), []))
+        if name.prefix == MODULE_PREFIX:
+            call.module = name.api.rpartition(".")[0]
+        inputs: list[Item] = []
+        outputs: list[Item] = []
+        for key, value in body.items():
+            if key in ("input_args", "input"):
+                _msprobe_items("input", (), value, str(label), tensors, inputs)
+            elif key == "input_kwargs" and isinstance(value, Mapping):
+                for kwarg, inner in value.items():
+                    _msprobe_items("input", (str(kwarg),), inner, str(label), tensors, inputs)
+            elif key == "output":
+                _msprobe_items("output", (), value, str(label), tensors, outputs)
+            elif key == "parameters" and isinstance(value, Mapping):
+                for param, inner in value.items():
+                    _msprobe_items("input", (str(param),), inner, str(label), tensors, inputs)
+        call.inputs, call.outputs = inputs, outputs
+        calls.append(call.settle())
+    task = str(document.get("task", "statistics"))
+    if task != "tensor" and any(i.md5 for c in calls for i in c.items):
+        task = "md5"
+    return DumpSource(
+        folder, "msprobe", calls, task, rank=_rank_of(folder), framework=document.get("framework")
+    )
+
+
+# ---------------------------------------------------------------- ptdbg_ascend
+
+_PTDBG_TENSOR = re.compile(
+    r"^(?P<call>.+?_(?:forward|backward))_(?P<role>input|output)(?P<path>(?:\.[^.]+)*)$"
+)
+
+
+def _ptdbg_lines(pkl: str) -> Iterator[list[Any]]:
+    with open(pkl, encoding="utf-8") as stream:
+        for number, line in enumerate(stream, 1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError:
+                log.warning("%s: line %d is not JSON (cut short?); skipped", pkl, number)
+                continue
+            if isinstance(value, list) and value:
+                yield value
+
+
+def _ptdbg_stack(lines: Iterable[Any]) -> list[str]:
+    out = []
+    for frame in lines:
+        if isinstance(frame, list) and len(frame) >= 4:
+            out.append(f"File {frame[0]}, line {frame[1]}, in {frame[2]}\n  {frame[3]}")
+        else:
+            out.append(str(frame))
+    return out
+
+
+def _read_ptdbg(pkl: str) -> DumpSource:
+    folder = os.path.dirname(pkl)
+    data_folder = os.path.join(folder, os.path.splitext(os.path.basename(pkl))[0])
+    by_call: dict[str, Call] = {}
+    stacks: dict[str, list[str]] = {}
+    for line in _ptdbg_lines(pkl):
+        if len(line) == 2 and str(line[0]).endswith("stack_info"):
+            stacks[str(line[0]).removesuffix("_stack_info")] = _ptdbg_stack(line[1])
+            continue
+        if len(line) < 6:
+            log.warning("%s: a line of %d fields is not a ptdbg record; skipped", pkl, len(line))
+            continue
+        tensor_name = str(line[0])
+        found = _PTDBG_TENSOR.match(tensor_name)
+        parsed = parse_name(found["call"]) if found else None
+        if found is None or parsed is None:
+            log.warning("%s: %r is not a tensor name ptdbg writes; skipped", pkl, tensor_name)
+            continue
+        call = by_call.get(found["call"])
+        if call is None:
+            call = by_call[found["call"]] = Call(parsed, len(by_call))
+        summary = line[5] if isinstance(line[5], list) else []
+        stats = tuple((_number(v) if not isinstance(v, list) else None) for v in [*summary, None, None][:4])
+        dtype = str(line[3])
+        file = os.path.join(data_folder, f"{tensor_name}.npy")
+        item = Item(
+            found["role"],
+            found["path"].lstrip("."),
+            tensor_name,
+            is_tensor=not dtype.startswith("<class"),
+            dtype=neutral_dtype(dtype),
+            shape=tuple(line[4]) if isinstance(line[4], list) else None,
+            stats=stats if any(v is not None for v in stats) else None,  # type: ignore[arg-type]
+            file=file if os.path.exists(file) else None,
+        )
+        if not item.is_tensor:
+            item.value = stats[0]
+        (call.inputs if item.role == "input" else call.outputs).append(item)
+    for label, call in by_call.items():
+        call.stack = stacks.get(label, [])
+        call.settle()
+    calls = sorted(by_call.values(), key=lambda c: c.order)
+    has_files = os.path.isdir(data_folder) and any(i.file for c in calls for i in c.items)
+    rank_folder = _rank_of(folder)
+    return DumpSource(folder, "ptdbg", calls, "tensor" if has_files else "statistics", rank=rank_folder)

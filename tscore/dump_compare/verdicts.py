@@ -1,0 +1,177 @@
+"""Which call goes wrong first, and is its error its own or inherited from its inputs.
+
+ptdbg names the first row below its thresholds; in a network every call after
+the first wrong one sees wrong inputs, so most failing rows are inherited.
+A call is judged by comparing its inputs' error with its outputs' error
+(each the largest scale-free error of its rows, :mod:`tscore.dump_compare.rows`):
+
+* ``ok``: its outputs agree;
+* ``own``: its outputs differ while its inputs agree, or differ :data:`AMPLIFIED`
+  times more than its inputs do, or it was called with another option (a plain
+  argument differs: ``approximate="tanh"``, an ``eps``): the call itself computes differently;
+* ``weights``: an input that is a layer's parameter (a convolution's weight,
+  a norm's running mean) differs: the two runs do not hold the same weights;
+* ``inherited``: its inputs differ about as much as its outputs;
+* ``unpaired``: the other run has no such call; ``unknown``: nothing comparable was dumped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from pydantic import BaseModel
+
+from tscore.dump_compare.pairing import CallPair
+from tscore.dump_compare.rows import Row
+
+AMPLIFIED = 10.0
+# APIs whose inputs after the first are a layer's parameters, and the keyword names of parameters
+_PARAMETER_APIS = frozenset(
+    {
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "conv_transpose1d",
+        "conv_transpose2d",
+        "conv_transpose3d",
+        "linear",
+        "bilinear",
+        "batch_norm",
+        "layer_norm",
+        "group_norm",
+        "instance_norm",
+        "rms_norm",
+        "embedding",
+        "prelu",
+        "dense",
+        "matmul_with_bias",
+    }
+)
+_PARAMETER_KEYWORDS = frozenset({"weight", "bias", "running_mean", "running_var"})
+_USER_FRAME = re.compile(r"^File (?P<file>.+?), line (?P<line>\d+), in (?P<func>.+)$", re.MULTILINE)
+
+
+class CallVerdict(BaseModel):
+    """One pair of calls judged: where its error comes from."""
+
+    npu_call: str | None
+    bench_call: str | None
+    direction: str
+    module: str | None = None
+    how: str  # how the calls were paired: name, aligned, kind, unpaired
+    status: str  # ok, own, weights, inherited, unpaired, unknown
+    input_error: float | None = None
+    output_error: float | None = None
+    basis: str = "none"  # tensor (exact) or statistics (less certain)
+    rows: list[int] = []  # indexes of this call's rows in the report
+    stack: list[str] = []
+    where: str | None = None  # the innermost frame of the user's code: "train.py:42 in forward"
+    reason: str = ""
+
+
+def is_parameter(api: str, direction: str, role: str, path: str) -> bool:
+    """Say whether an input of an API call holds a layer's parameter (a weight, a bias, a running mean)."""
+    if direction != "forward" or role != "input" or api.lower() not in _PARAMETER_APIS:
+        return False
+    head = path.partition(".")[0]
+    return head in _PARAMETER_KEYWORDS or (head.isdigit() and head != "0")
+
+
+def _largest(errors: Sequence[float | None]) -> float | None:
+    known = [e for e in errors if e is not None]
+    return max(known) if known else None
+
+
+def where_in_user_code(stack: Sequence[str]) -> str | None:
+    """Return the innermost frame of a stored stack, as ``file:line in function``."""
+    for line in reversed(stack):
+        found = _USER_FRAME.search(line)
+        if found:
+            return f"{found['file']}:{found['line']} in {found['func'].strip()}"
+    return None
+
+
+def judge_call(
+    pair: CallPair,
+    rows: Sequence[Row],
+    indexes: list[int],
+    tolerance: float,
+    saved_error: float | None = None,
+) -> CallVerdict:
+    """Judge one pair of calls from its rows (inputs and outputs).
+
+    :param saved_error: for a backward call, the error of what its forward call saw and
+        returned: a backward computes from those (the activations autograd saved) as well as
+        from the gradients it receives.
+    """
+    call = pair.npu or pair.bench
+    assert call is not None
+    verdict = CallVerdict(
+        npu_call=pair.npu.label if pair.npu else None,
+        bench_call=pair.bench.label if pair.bench else None,
+        direction=call.name.direction,
+        module=call.module,
+        how=pair.how,
+        status="unknown",
+        rows=indexes,
+        stack=call.stack,
+        where=where_in_user_code(call.stack),
+    )
+    if pair.npu is None or pair.bench is None:
+        verdict.status = "unpaired"
+        verdict.reason = "only the " + ("NPU" if pair.bench is None else "bench") + " run made this call"
+        return verdict
+    inputs = [rows[i] for i in indexes if rows[i].role == "input"]
+    outputs = [rows[i] for i in indexes if rows[i].role == "output"]
+    verdict.input_error = _largest([r.error for r in inputs] + [saved_error])
+    verdict.output_error = _largest([r.error for r in outputs])
+    bases = {r.basis for r in [*inputs, *outputs] if r.basis != "none"}
+    verdict.basis = (
+        "tensor"
+        if bases <= {"tensor", "value"} and "tensor" in bases
+        else ("statistics" if bases else "none")
+    )
+    out_error, in_error = verdict.output_error, verdict.input_error
+    if out_error is None:
+        verdict.reason = "no output of this call could be compared"
+        return verdict
+    if out_error <= tolerance:
+        verdict.status = "ok"
+        return verdict
+    api = call.name.api
+    weights = [
+        r
+        for r in inputs
+        if r.error is not None
+        and r.error > tolerance
+        and is_parameter(api, call.name.direction, r.role, r.path)
+    ]
+    arguments = [r for r in inputs if r.basis == "value" and r.error]
+    if arguments:
+        verdict.status = "own"
+        verdict.reason = "an argument differs: " + "; ".join(r.message for r in arguments)
+    elif weights:
+        verdict.status = "weights"
+        verdict.reason = (
+            f"a parameter of this call differs ({', '.join(r.npu_name or '' for r in weights)}): "
+            "the two runs do not hold the same weights"
+        )
+    elif in_error is None or in_error <= tolerance:
+        verdict.status = "own"
+        verdict.reason = f"its outputs differ (error {out_error:.3g}) while its inputs agree"
+    elif out_error > AMPLIFIED * in_error:
+        verdict.status = "own"
+        verdict.reason = (
+            f"its outputs differ {out_error / in_error:.3g} times more than its inputs "
+            f"({out_error:.3g} against {in_error:.3g})"
+        )
+    else:
+        verdict.status = "inherited"
+        verdict.reason = f"its inputs already differ (error {in_error:.3g}; outputs {out_error:.3g})"
+    return verdict
+
+
+def first_own_error(verdicts: Sequence[CallVerdict]) -> CallVerdict | None:
+    """Return the first call, in execution order, whose error is its own (or whose weights differ)."""
+    return next((v for v in verdicts if v.status in ("own", "weights")), None)
