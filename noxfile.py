@@ -4,7 +4,8 @@ Plain ``nox`` runs lint and the five test sessions: the core with no framework
 installed, torch alone, MindSpore alone, both together, and the PaddlePaddle
 backend beside torch. ``nox -s example``
 runs the bundled example; ``nox -s bench``, ``nox -s bench_compare`` and
-``nox -s bench_checkpoint``, ``nox -s bench_netdiff``, ``nox -s bench_dump`` the benchmarks.
+``nox -s bench_checkpoint``, ``nox -s bench_netdiff``, ``nox -s bench_dump``,
+``nox -s bench_dump_compare`` the benchmarks.
 """
 
 from __future__ import annotations
@@ -137,10 +138,8 @@ def bench_checkpoint(session: nox.Session) -> None:
 MSPROBE_ENV = Path(".nox") / "msprobe-26.2"
 
 
-@nox.session(python=PYTHON)
-def bench_dump(session: nox.Session) -> None:
-    """The API dump's cost per training step against msprobe 26.2, side by side (small ResNet, encoder)."""
-    session.install(*CONSTRAINTS, ".", TORCH_PLUGIN)
+def _msprobe_env(session: nox.Session) -> Path:
+    """Make msprobe's venv once (it patches torch globally: never beside tscore); return its python."""
     msprobe_python = MSPROBE_ENV / "bin" / "python"
     if not msprobe_python.exists():
         session.run("python", "-m", "venv", str(MSPROBE_ENV))
@@ -154,8 +153,30 @@ def bench_dump(session: nox.Session) -> None:
             "mindstudio-probe==26.2.0",
             external=True,
         )
+    return msprobe_python
+
+
+@nox.session(python=PYTHON)
+def bench_dump(session: nox.Session) -> None:
+    """The API dump's cost per training step against msprobe 26.2, side by side (small ResNet, encoder)."""
+    session.install(*CONSTRAINTS, ".", TORCH_PLUGIN)
+    msprobe_python = _msprobe_env(session)
     session.run(
         "python", "benchmarks/bench_dump.py", "--msprobe-python", str(msprobe_python), *session.posargs
+    )
+
+
+@nox.session(python=PYTHON)
+def bench_dump_compare(session: nox.Session) -> None:
+    """Dump comparison against msprobe compare 26.2, on msprobe's own dumps (ResNet tensors, 100k stats)."""
+    session.install(*CONSTRAINTS, ".", TORCH_PLUGIN)
+    msprobe_python = _msprobe_env(session)
+    session.run(
+        "python",
+        "benchmarks/bench_dump_compare.py",
+        "--msprobe-python",
+        str(msprobe_python),
+        *session.posargs,
     )
 
 

@@ -15,6 +15,8 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
+
 from tscore.dump.names import canonical
 from tscore.dump.writer import INFO_FILE, RECORDS_FILE, STACKS_FILE, TENSORS_FOLDER
 
@@ -45,18 +47,21 @@ def read_lines(file: str) -> Iterator[dict[str, Any]]:
     """Yield the objects of a JSON-lines file; a last line cut short by a crash is skipped with a note."""
     if not os.path.exists(file):
         return
-    with open(file, encoding="utf-8") as stream:
+    with open(file, "rb") as stream:
         for number, line in enumerate(stream, 1):
             if not line.strip():
                 continue
             try:
-                found = json.loads(line)
-            except json.JSONDecodeError:
-                log.warning(
-                    "%s: line %d is incomplete (the run stopped while writing it); skipped", file, number
-                )
-                continue
-            yield _with_numbers(found)
+                found = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                try:  # a dump written before tscore spelled NaN as a string holds bare NaN
+                    found = json.loads(line)
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    log.warning(
+                        "%s: line %d is incomplete (the run stopped while writing it); skipped", file, number
+                    )
+                    continue
+            yield _with_numbers(found) if b'"inf"' in line or b'"nan"' in line or b'"-inf"' in line else found
 
 
 _NOT_FINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}

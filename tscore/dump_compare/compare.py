@@ -10,17 +10,19 @@ its rank's tensors itself; only the paths go out and the reports come back.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
+import gc
 import logging
 import multiprocessing
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from tscore.dump_compare.pairing import pair_calls, pair_items
 from tscore.dump_compare.report import DumpCompareReport
-from tscore.dump_compare.rows import Row, compare_items
+from tscore.dump_compare.rows import Row, compare_items, statistics_errors
 from tscore.dump_compare.sources import DumpReadError, DumpSource, read_dump
 from tscore.dump_compare.verdicts import CallVerdict, first_own_error, judge_call
 from tscore.errors import TargetPathError
@@ -55,6 +57,23 @@ def _dump_folder(path: str, role: str) -> str:
     return found[0]
 
 
+@contextlib.contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a dump's records are read and compared.
+
+    Hundreds of thousands of small objects that all stay alive make each collection walk
+    them all again: a third of the time for 100,000 records. Nothing here makes cycles;
+    reference counting frees what is dropped. The collector is back on afterwards.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def compare_sources(
     npu: DumpSource,
     bench: DumpSource,
@@ -69,14 +88,19 @@ def compare_sources(
     basis = "tensor" if use_tensors else ("md5" if npu.task == bench.task == "md5" else "statistics")
     rows: list[Row] = []
     verdicts: list[CallVerdict] = []
-    forward_errors: dict[tuple[str, str, int], float | None] = {}  # what each forward call saw and made
-    for pair in pair_calls(npu.calls, bench.calls, api_map):
+    pairs = pair_calls(npu.calls, bench.calls, api_map)
+    rows_of = []
+    for pair in pairs:
         indexes = []
         for mine, theirs in pair_items(pair.npu, pair.bench):
             indexes.append(len(rows))
             rows.append(
                 compare_items(mine, theirs, use_tensors=use_tensors, tolerance=tolerance, kernel=kernel)
             )
+        rows_of.append(indexes)
+    statistics_errors(rows, tolerance)
+    forward_errors: dict[tuple[str, str, int], float | None] = {}  # what each forward call saw and made
+    for pair, indexes in zip(pairs, rows_of, strict=True):
         call = pair.npu or pair.bench
         assert call is not None
         identity = (call.name.prefix, call.name.api, call.name.index)
@@ -86,7 +110,7 @@ def compare_sources(
             known = [e for e in (verdict.input_error, verdict.output_error) if e is not None]
             forward_errors[identity] = max(known) if known else None
         verdicts.append(verdict)
-    report = DumpCompareReport(
+    report = DumpCompareReport.model_construct(  # rows and verdicts are built here: nothing to validate
         npu_path=npu.path,
         bench_path=bench.path,
         npu_format=npu.format,
@@ -133,9 +157,10 @@ def compare_dumps(
     out_folder = None if output_path is None else os.fspath(output_path)
     if out_folder is not None and not os.path.isdir(out_folder):
         raise TargetPathError(f"output_path {out_folder!r} is not an existing folder; create it first")
-    npu = read_dump(_dump_folder(os.fspath(npu_path), "npu"))
-    bench = read_dump(_dump_folder(os.fspath(bench_path), "bench"))
-    report = compare_sources(npu, bench, tolerance=tolerance, api_map=api_map, kernel=kernel)
+    with _no_cyclic_gc():
+        npu = read_dump(_dump_folder(os.fspath(npu_path), "npu"))
+        bench = read_dump(_dump_folder(os.fspath(bench_path), "bench"))
+        report = compare_sources(npu, bench, tolerance=tolerance, api_map=api_map, kernel=kernel)
     if out_folder is not None:
         stamp = time.strftime("%Y%m%d%H%M%S")
         csv_path = os.path.join(out_folder, f"compare_result{suffix}_{stamp}.csv")

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from tscore.compare.kernels import logical_stats, resolve_kernel
 from tscore.compare.pair_stats import PairStats
@@ -30,10 +30,13 @@ MAX_ABS_MAX = 0.001  # ... and the largest absolute error over this
 STATS_NAMES = ("max", "min", "mean", "norm")
 
 
-class Row(BaseModel):
-    """The comparison of one value of a call (an input or an output) between the two runs."""
+@dataclass(slots=True)
+class Row:
+    """The comparison of one value of a call (an input or an output) between the two runs.
 
-    model_config = ConfigDict(ser_json_inf_nan="strings")
+    A plain dataclass, not a pydantic model: a dump of 100,000 calls makes hundreds of
+    thousands of rows, and the report (pydantic) serialises them all the same.
+    """
 
     npu_name: str | None
     bench_name: str | None
@@ -113,67 +116,86 @@ def _accuracy(cosine: float | None, max_abs: float | None) -> str:
     return "No" if cosine < COSINE_MIN and max_abs > MAX_ABS_MAX else "Yes"
 
 
-def _tensor_metrics(row: Row, a: np.ndarray, b: np.ndarray, kernel: str) -> None:
+def _tensor_metrics(row: dict[str, Any], a: np.ndarray, b: np.ndarray, kernel: str) -> None:
+    """Fill ``row`` with the compare engine's metrics of two arrays (and its error and accuracy)."""
     if a.dtype.kind not in "biufV" or b.dtype.kind not in "biufV":
-        row.message = f"not numbers ({a.dtype}, {b.dtype}): not compared"
+        row["message"] = f"not numbers ({a.dtype}, {b.dtype}): not compared"
         return
     if a.size != b.size:
-        row.accuracy, row.error = "Unmatched", math.inf
-        row.message = f"shapes differ ({a.shape} vs {b.shape}); values not compared"
+        row["accuracy"], row["error"] = "Unmatched", math.inf
+        row["message"] = f"shapes differ ({a.shape} vs {b.shape}); values not compared"
         return
     x, y = (a, b) if a.shape == b.shape else (a.reshape(-1), b.reshape(-1))
     stats: PairStats = logical_stats(x, y, 0.0, 0.0, True, kernel)
-    row.basis = "tensor"
-    row.cosine = 1.0 if stats.elements == 0 else stats.cosine
-    row.euc_dist, row.max_abs_err, row.max_relative_err = (
-        stats.euclidean,
-        stats.max_abs_diff,
-        stats.max_rel_diff,
-    )
-    row.one_thousandth, row.five_thousandths = stats.one_thousandth, stats.five_thousandths
+    row["basis"] = "tensor"
+    row["cosine"] = 1.0 if stats.elements == 0 else stats.cosine
+    row["euc_dist"], row["max_abs_err"] = stats.euclidean, stats.max_abs_diff
+    row["max_relative_err"] = stats.max_rel_diff
+    row["one_thousandth"], row["five_thousandths"] = stats.one_thousandth, stats.five_thousandths
     if stats.elements == 0:
-        row.max_abs_err, row.error, row.accuracy = 0.0, 0.0, "Yes"
-        row.message = "empty on both sides"
+        row.update(max_abs_err=0.0, error=0.0, accuracy="Yes", message="empty on both sides")
         return
     nonfinite_differ = (stats.orig_nan, stats.orig_inf) != (stats.target_nan, stats.target_inf)
+    error: float
     if stats.finite == 0:
-        row.error = 0.0 if not nonfinite_differ else math.inf
+        error = 0.0
     else:
         bench_norm = math.sqrt(stats.dot_bb)
         distance = stats.euclidean or 0.0
-        row.error = distance / bench_norm if bench_norm > 0 else distance
-        if nonfinite_differ:
-            row.error = math.inf
+        error = distance / bench_norm if bench_norm > 0 else distance
+    row["error"] = math.inf if nonfinite_differ else error
     if nonfinite_differ:
-        row.message = (
+        row["message"] = (
             f"NaN/inf differ: NPU {stats.orig_nan} NaN {stats.orig_inf} inf, bench {stats.target_nan} NaN "
             f"{stats.target_inf} inf"
         )
-    row.accuracy = "Unmatched" if a.shape != b.shape else _accuracy(row.cosine, row.max_abs_err)
     if a.shape != b.shape:
-        row.message = f"shapes differ ({a.shape} vs {b.shape}), same size: compared flattened"
+        row["accuracy"] = "Unmatched"
+        row["message"] = f"shapes differ ({a.shape} vs {b.shape}), same size: compared flattened"
+    else:
+        row["accuracy"] = _accuracy(row["cosine"], row["max_abs_err"])
 
 
-def _statistics_error(npu: tuple[float | None, ...], bench: tuple[float | None, ...]) -> float | None:
-    """Return the largest difference of max, min, mean (over the bench's range) and norm (over its norm)."""
-    pairs = [(a, b) for a, b in zip(npu, bench, strict=False) if a is not None and b is not None]
-    if not pairs:
-        return None
-    for a, b in pairs:
-        if not (math.isfinite(a) and math.isfinite(b)):
-            same = a == b or (math.isnan(a) and math.isnan(b))
-            if not same:
-                return math.inf
-    b_max, b_min, _, b_norm = (list(bench) + [None] * 4)[:4]
-    scale = max((abs(v) for v in (b_max, b_min) if v is not None and math.isfinite(v)), default=0.0)
-    worst = 0.0
-    for index, (mine, theirs) in enumerate(zip(npu, bench, strict=False)):
-        if mine is None or theirs is None or not (math.isfinite(mine) and math.isfinite(theirs)):
+def _stats_matrix(stats: Sequence[Sequence[float | None]]) -> tuple[np.ndarray, np.ndarray]:
+    """Stack statistics as an (n, 4) float64 array (NaN where None) and a mask of those given."""
+    padded = [(list(row) + [None] * 4)[:4] for row in stats]
+    given = np.array([[v is not None for v in row] for row in padded], dtype=bool)
+    values = np.array([[np.nan if v is None else v for v in row] for row in padded], dtype=np.float64)
+    return values, given
+
+
+def statistics_errors(rows: Sequence[Row], tolerance: float) -> None:
+    """Set the error and accuracy of every statistics row at once (vectorised over the rows).
+
+    A row's error is the largest difference of max, min and mean over the bench's range
+    (the larger of its |max| and |min|), and of the norm over the bench's norm; absolute
+    where that scale is 0. A statistic finite on one side and not on the other, or two
+    different infinities, is an infinite error; equal infinities and NaN on both sides
+    agree; a statistic one side did not record (msprobe's mean of an integer tensor) is left out.
+    """
+    chosen = [r for r in rows if r.basis == "statistics" and r.npu_stats and r.bench_stats]
+    if not chosen:
+        return
+    a, given_a = _stats_matrix([r.npu_stats or () for r in chosen])
+    b, given_b = _stats_matrix([r.bench_stats or () for r in chosen])
+    known = given_a & given_b
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        same = (a == b) | (np.isnan(a) & np.isnan(b))
+        finite = np.isfinite(a) & np.isfinite(b)
+        scale = np.fmax(np.abs(b[:, 0]), np.abs(b[:, 1]))
+        norm = np.abs(b[:, 3])
+        bases = np.stack([scale, scale, scale, norm], axis=1)
+        bases = np.where(np.isfinite(bases), bases, 0.0)
+        diff = np.abs(a - b)
+        relative = np.where(bases > 0, diff / np.where(bases > 0, bases, 1.0), diff)
+        relative = np.where(finite, relative, np.where(same, 0.0, np.inf))
+    relative = np.where(known, relative, -1.0)
+    worst = relative.max(axis=1)
+    for row, error in zip(chosen, worst.tolist(), strict=True):
+        if error < 0:  # no statistic both sides recorded
             continue
-        base = (b_norm if index == 3 and b_norm is not None else scale) or 0.0
-        diff = abs(mine - theirs)
-        worst = max(worst, diff / abs(base) if base else diff)
-    return worst
+        row.error = error
+        row.accuracy = "No" if error > tolerance else "Yes"
 
 
 def compare_items(
@@ -192,61 +214,72 @@ def compare_items(
     """
     some = npu if npu is not None else bench
     assert some is not None
-    row = Row(
-        npu_name=npu.name if npu else None,
-        bench_name=bench.name if bench else None,
-        role=some.role,
-        path=some.path,
-    )
-    for side, item in (("npu", npu), ("bench", bench)):
-        if item is not None:
-            setattr(row, f"{side}_dtype", item.dtype)
-            setattr(row, f"{side}_shape", item.shape)
-            setattr(row, f"{side}_stats", item.stats)
-            setattr(row, f"{side}_md5", item.md5)
+    row: dict[str, Any] = {
+        "npu_name": npu.name if npu else None,
+        "bench_name": bench.name if bench else None,
+        "role": some.role,
+        "path": some.path,
+    }
+    if npu is not None:
+        row.update(npu_dtype=npu.dtype, npu_shape=npu.shape, npu_stats=npu.stats, npu_md5=npu.md5)
+    if bench is not None:
+        row.update(
+            bench_dtype=bench.dtype, bench_shape=bench.shape, bench_stats=bench.stats, bench_md5=bench.md5
+        )
+    _judge_values(row, npu, bench, use_tensors, tolerance, kernel, loader)
+    return Row(**row)
+
+
+def _judge_values(
+    row: dict[str, Any],
+    npu: Item | None,
+    bench: Item | None,
+    use_tensors: bool,
+    tolerance: float,
+    kernel: str | None,
+    loader: Callable[[Item], Any],
+) -> None:
     if npu is None or bench is None:
-        row.message = "No bench data matched." if bench is None else "No NPU data matched."
-        row.accuracy = "Nan"
-        return row
+        row["message"] = "No bench data matched." if bench is None else "No NPU data matched."
+        row["accuracy"] = "Nan"
+        return
     if npu.error or bench.error:
-        row.message = f"not dumped: {npu.error or bench.error}"
-        return row
+        row["message"] = f"not dumped: {npu.error or bench.error}"
+        return
     if not npu.is_tensor or not bench.is_tensor:
-        row.basis = "value"
         same = npu.value == bench.value and npu.is_tensor == bench.is_tensor
-        row.error, row.accuracy = (0.0, "Yes") if same else (math.inf, "No")
+        row.update(basis="value", error=0.0 if same else math.inf, accuracy="Yes" if same else "No")
         if not same:
-            row.message = f"argument differs: {npu.value!r} vs {bench.value!r}"
-        return row
-    if npu.dtype != bench.dtype:
-        row.message = f"dtypes differ: {npu.dtype} vs {bench.dtype}; compared in float64"
+            row["message"] = f"argument differs: {npu.value!r} vs {bench.value!r}"
+        return
+    note = (
+        f"dtypes differ: {npu.dtype} vs {bench.dtype}; compared in float64"
+        if npu.dtype != bench.dtype
+        else ""
+    )
+    if note:
+        row["message"] = note
     if use_tensors and npu.file and bench.file:
         try:
             a, b = loader(npu), loader(bench)
         except Exception as exc:  # a missing or corrupt file is this row's problem, not the batch's
-            row.message = f"tensor not read: {type(exc).__name__}: {exc}"
-            row.accuracy = "Nan"
-            return row
-        chosen = resolve_kernel(kernel, int(a.nbytes) + int(b.nbytes))
-        note = row.message
-        _tensor_metrics(row, a, b, chosen)
-        row.message = "; ".join(m for m in (note, row.message) if m)
-        return row
+            row.update(message=f"tensor not read: {type(exc).__name__}: {exc}", accuracy="Nan")
+            return
+        row["message"] = ""
+        _tensor_metrics(row, a, b, resolve_kernel(kernel, int(a.nbytes) + int(b.nbytes)))
+        row["message"] = "; ".join(m for m in (note, row["message"]) if m)
+        return
     if npu.md5 is not None and bench.md5 is not None:
-        row.basis = "md5"
         same = npu.md5 == bench.md5
-        row.error, row.accuracy = (0.0, "Yes") if same else (math.inf, "No")
-        return row
+        row.update(basis="md5", error=0.0 if same else math.inf, accuracy="Yes" if same else "No")
+        return
     if npu.shape != bench.shape:
-        row.accuracy, row.error = "Unmatched", math.inf
-        row.message = f"shapes differ ({npu.shape} vs {bench.shape})"
-        return row
+        row.update(
+            accuracy="Unmatched", error=math.inf, message=f"shapes differ ({npu.shape} vs {bench.shape})"
+        )
+        return
     if npu.stats is not None and bench.stats is not None:
-        row.basis = "statistics"
-        row.error = _statistics_error(npu.stats, bench.stats)
-        if row.error is not None:
-            row.accuracy = "No" if row.error > tolerance else "Yes"
-        return row
+        row["basis"] = "statistics"  # error and accuracy: statistics_errors, for all such rows at once
+        return
     if use_tensors and not (npu.file and bench.file):
-        row.message = f"the {'NPU' if not npu.file else 'bench'} dump has no file for this tensor"
-    return row
+        row["message"] = f"the {'NPU' if not npu.file else 'bench'} dump has no file for this tensor"

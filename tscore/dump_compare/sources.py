@@ -41,7 +41,7 @@ class DumpReadError(TscoreError, ValueError):
     """A path that holds no dump of a known format, or one whose main file cannot be read."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Item:
     """One value a call received or returned: a tensor, or a plain argument."""
 
@@ -63,7 +63,7 @@ class Item:
         return self.role, self.path
 
 
-@dataclass
+@dataclass(slots=True)
 class Call:
     """One call of one direction (an API's or a module's forward or backward) with its values."""
 
@@ -74,11 +74,11 @@ class Call:
     module: str | None = None  # the enclosing module's path, when the dump records it
     key: str | None = None  # tscore's provenance key
     stack: list[str] = field(default_factory=list)
+    label: str = ""  # the call's name in ptdbg's spelling (msprobe's for module calls), set from name
 
-    @property
-    def label(self) -> str:
-        """The call's name in ptdbg's spelling (msprobe's for module calls)."""
-        return self.name.ptdbg
+    def __post_init__(self) -> None:
+        """Spell the name once: pairing reads it for every call."""
+        self.label = self.name.ptdbg
 
     @property
     def items(self) -> list[Item]:
@@ -175,22 +175,25 @@ def _split_entry_name(call: str, name: str) -> tuple[str, str]:
 
 
 def _tscore_item(call: str, entry: Mapping[str, Any], folder: str) -> Item:
-    role, path = _split_entry_name(call, str(entry.get("name", "")))
     name = str(entry.get("name", ""))
+    role, path = _split_entry_name(call, name)
     if entry.get("type") != "tensor":
         return Item(role, path, name, is_tensor=False, dtype=str(entry.get("type")), value=entry.get("value"))
-    stats = tuple(entry.get(k) for k in ("max", "min", "mean", "norm"))
+    stats = (entry.get("max"), entry.get("min"), entry.get("mean"), entry.get("norm"))
     file = entry.get("file")
+    shape = entry.get("shape")
     return Item(
         role,
         path,
         name,
-        dtype=entry.get("dtype"),
-        shape=tuple(entry["shape"]) if entry.get("shape") is not None else None,
-        stats=stats if any(v is not None for v in stats) else None,  # type: ignore[arg-type]
-        md5=entry.get("md5"),
-        file=os.path.join(folder, file) if file else None,
-        error=entry.get("error"),
+        True,
+        entry.get("dtype"),
+        tuple(shape) if shape is not None else None,
+        stats if stats != (None, None, None, None) else None,
+        entry.get("md5"),
+        folder + os.sep + file if file else None,
+        None,
+        entry.get("error"),
     )
 
 
@@ -302,8 +305,9 @@ def _msprobe_stacks(folder: str) -> dict[str, list[str]]:
     for key, value in raw.items() if isinstance(raw, Mapping) else ():
         if isinstance(value, list) and len(value) == 2 and isinstance(value[0], list):
             names, lines = value
+            ordered = [str(line) for line in reversed(lines)]  # msprobe: innermost first; tscore's order
             for name in names:
-                stacks[str(name)] = [str(line) for line in lines]
+                stacks[str(name)] = ordered
         elif isinstance(value, list):
             stacks[str(key)] = [str(line) for line in value]
     return stacks

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-
-from pydantic import BaseModel
+from dataclasses import dataclass, field
+from typing import Any
 
 from tscore.dump_compare.pairing import CallPair
 from tscore.dump_compare.rows import Row
@@ -49,23 +49,25 @@ _PARAMETER_APIS = frozenset(
     }
 )
 _PARAMETER_KEYWORDS = frozenset({"weight", "bias", "running_mean", "running_var"})
+_LIBRARY_PARTS = ("site-packages", "dist-packages")
 _USER_FRAME = re.compile(r"^File (?P<file>.+?), line (?P<line>\d+), in (?P<func>.+)$", re.MULTILINE)
 
 
-class CallVerdict(BaseModel):
+@dataclass(slots=True)
+class CallVerdict:
     """One pair of calls judged: where its error comes from."""
 
     npu_call: str | None
     bench_call: str | None
     direction: str
-    module: str | None = None
     how: str  # how the calls were paired: name, aligned, kind, unpaired
     status: str  # ok, own, weights, inherited, unpaired, unknown
+    module: str | None = None
     input_error: float | None = None
     output_error: float | None = None
     basis: str = "none"  # tensor (exact) or statistics (less certain)
-    rows: list[int] = []  # indexes of this call's rows in the report
-    stack: list[str] = []
+    rows: list[int] = field(default_factory=list)  # indexes of this call's rows in the report
+    stack: list[str] = field(default_factory=list)
     where: str | None = None  # the innermost frame of the user's code: "train.py:42 in forward"
     reason: str = ""
 
@@ -84,11 +86,14 @@ def _largest(errors: Sequence[float | None]) -> float | None:
 
 
 def where_in_user_code(stack: Sequence[str]) -> str | None:
-    """Return the innermost frame of a stored stack, as ``file:line in function``."""
+    """Return the innermost frame of the user's code in a stack (outermost first): ``file:line in func``.
+
+    Frames of installed packages (``site-packages``: the framework, the dump tool) are passed over.
+    """
     for line in reversed(stack):
         found = _USER_FRAME.search(line)
-        if found:
-            return f"{found['file']}:{found['line']} in {found['func'].strip()}"
+        if found and not any(part in found["file"] for part in _LIBRARY_PARTS):
+            return f"{found['file']}:{found['line']} in {found['func'].strip().rstrip(',')}"
     return None
 
 
@@ -107,69 +112,76 @@ def judge_call(
     """
     call = pair.npu or pair.bench
     assert call is not None
-    verdict = CallVerdict(
-        npu_call=pair.npu.label if pair.npu else None,
-        bench_call=pair.bench.label if pair.bench else None,
-        direction=call.name.direction,
-        module=call.module,
-        how=pair.how,
-        status="unknown",
-        rows=indexes,
-        stack=call.stack,
-        where=where_in_user_code(call.stack),
-    )
+    verdict: dict[str, Any] = {
+        "npu_call": pair.npu.label if pair.npu else None,
+        "bench_call": pair.bench.label if pair.bench else None,
+        "direction": call.name.direction,
+        "module": call.module,
+        "how": pair.how,
+        "status": "unknown",
+        "rows": indexes,
+        "stack": call.stack,
+        "where": where_in_user_code(call.stack) if call.stack else None,
+    }
+    _decide(verdict, pair, call.name.api, [rows[i] for i in indexes], tolerance, saved_error)
+    return CallVerdict(**verdict)
+
+
+def _decide(
+    verdict: dict[str, Any],
+    pair: CallPair,
+    api: str,
+    rows: Sequence[Row],
+    tolerance: float,
+    saved_error: float | None,
+) -> None:
     if pair.npu is None or pair.bench is None:
-        verdict.status = "unpaired"
-        verdict.reason = "only the " + ("NPU" if pair.bench is None else "bench") + " run made this call"
-        return verdict
-    inputs = [rows[i] for i in indexes if rows[i].role == "input"]
-    outputs = [rows[i] for i in indexes if rows[i].role == "output"]
-    verdict.input_error = _largest([r.error for r in inputs] + [saved_error])
-    verdict.output_error = _largest([r.error for r in outputs])
-    bases = {r.basis for r in [*inputs, *outputs] if r.basis != "none"}
-    verdict.basis = (
-        "tensor"
-        if bases <= {"tensor", "value"} and "tensor" in bases
-        else ("statistics" if bases else "none")
-    )
-    out_error, in_error = verdict.output_error, verdict.input_error
+        verdict["status"] = "unpaired"
+        verdict["reason"] = "only the " + ("NPU" if pair.bench is None else "bench") + " run made this call"
+        return
+    direction = pair.npu.name.direction
+    inputs = [r for r in rows if r.role == "input"]
+    outputs = [r for r in rows if r.role == "output"]
+    in_error = verdict["input_error"] = _largest([r.error for r in inputs] + [saved_error])
+    out_error = verdict["output_error"] = _largest([r.error for r in outputs])
+    bases = {r.basis for r in rows if r.basis != "none"}
+    if "tensor" in bases and bases <= {"tensor", "value"}:
+        verdict["basis"] = "tensor"
+    elif bases:
+        verdict["basis"] = "statistics"
     if out_error is None:
-        verdict.reason = "no output of this call could be compared"
-        return verdict
+        verdict["reason"] = "no output of this call could be compared"
+        return
     if out_error <= tolerance:
-        verdict.status = "ok"
-        return verdict
-    api = call.name.api
+        verdict["status"] = "ok"
+        return
+    arguments = [r for r in inputs if r.basis == "value" and r.error]
     weights = [
         r
         for r in inputs
-        if r.error is not None
-        and r.error > tolerance
-        and is_parameter(api, call.name.direction, r.role, r.path)
+        if r.error is not None and r.error > tolerance and is_parameter(api, direction, r.role, r.path)
     ]
-    arguments = [r for r in inputs if r.basis == "value" and r.error]
     if arguments:
-        verdict.status = "own"
-        verdict.reason = "an argument differs: " + "; ".join(r.message for r in arguments)
+        verdict["status"] = "own"
+        verdict["reason"] = "an argument differs: " + "; ".join(r.message for r in arguments)
     elif weights:
-        verdict.status = "weights"
-        verdict.reason = (
+        verdict["status"] = "weights"
+        verdict["reason"] = (
             f"a parameter of this call differs ({', '.join(r.npu_name or '' for r in weights)}): "
             "the two runs do not hold the same weights"
         )
     elif in_error is None or in_error <= tolerance:
-        verdict.status = "own"
-        verdict.reason = f"its outputs differ (error {out_error:.3g}) while its inputs agree"
+        verdict["status"] = "own"
+        verdict["reason"] = f"its outputs differ (error {out_error:.3g}) while its inputs agree"
     elif out_error > AMPLIFIED * in_error:
-        verdict.status = "own"
-        verdict.reason = (
+        verdict["status"] = "own"
+        verdict["reason"] = (
             f"its outputs differ {out_error / in_error:.3g} times more than its inputs "
             f"({out_error:.3g} against {in_error:.3g})"
         )
     else:
-        verdict.status = "inherited"
-        verdict.reason = f"its inputs already differ (error {in_error:.3g}; outputs {out_error:.3g})"
-    return verdict
+        verdict["status"] = "inherited"
+        verdict["reason"] = f"its inputs already differ (error {in_error:.3g}; outputs {out_error:.3g})"
 
 
 def first_own_error(verdicts: Sequence[CallVerdict]) -> CallVerdict | None:
