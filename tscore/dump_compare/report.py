@@ -203,11 +203,7 @@ def _shape(shape: Sequence[int] | None) -> str:
 
 
 def _cell(value: float | None) -> Any:
-    if value is None:
-        return "N/A"
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    return value
+    return "N/A" if value is None else value  # csv writes inf, -inf and nan as such
 
 
 def _percent(value: float | None) -> str:

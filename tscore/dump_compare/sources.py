@@ -15,6 +15,7 @@ one bad record never ends the reading of the rest.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -22,6 +23,8 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from tscore.dtypes import neutral_dtype
 from tscore.dump.names import MODULE_PREFIX, CallName, parse_name
@@ -238,8 +241,12 @@ def _json_file(path: str) -> Any:
     if not os.path.exists(path):
         return None
     try:
-        with open(path, encoding="utf-8") as stream:
-            return json.load(stream)
+        with open(path, "rb") as stream:
+            data = stream.read()
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:  # Python's json writes NaN and Infinity, which orjson refuses
+            return json.loads(data)
     except (OSError, ValueError) as exc:
         log.warning("%s cannot be read (%s); going on without it", path, exc)
         return None
@@ -266,19 +273,25 @@ def _msprobe_items(
         return
     kind = str(value.get("type", ""))
     if "dtype" in value and "shape" in value and ("Tensor" in kind or "ndarray" in kind or "Max" in value):
-        stats = tuple(_number(value.get(k)) for k in ("Max", "Min", "Mean", "Norm"))
+        stats = (
+            _number(value.get("Max")),
+            _number(value.get("Min")),
+            _number(value.get("Mean")),
+            _number(value.get("Norm")),
+        )
         data_name = value.get("data_name")
-        file = os.path.join(tensors, data_name) if data_name and data_name != "-1" else None
+        file = tensors + os.sep + data_name if data_name and data_name != "-1" else None
         out.append(
             Item(
                 role,
                 joined,
                 name,
-                dtype=neutral_dtype(value.get("dtype")),
-                shape=tuple(value.get("shape") or ()),
-                stats=stats if any(v is not None for v in stats) else None,  # type: ignore[arg-type]
-                md5=value.get("md5"),
-                file=file,
+                True,
+                _neutral(str(value.get("dtype"))),
+                tuple(value.get("shape") or ()),
+                stats if stats != (None, None, None, None) else None,
+                value.get("md5"),
+                file,
             )
         )
         return
@@ -289,7 +302,12 @@ def _msprobe_items(
         _msprobe_items(role, (*path, str(key)), inner, call, tensors, out)
 
 
+_neutral = functools.lru_cache(maxsize=256)(neutral_dtype)  # a dump spells a few dtypes many times
+
+
 def _number(value: Any) -> float | None:
+    if value.__class__ is float:
+        return value  # type: ignore[no-any-return]
     if value is None or isinstance(value, bool):
         return None if value is None else float(value)
     try:
