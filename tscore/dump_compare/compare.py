@@ -81,23 +81,33 @@ def compare_sources(
     tolerance: float = DEFAULT_TOLERANCE,
     api_map: Mapping[str, str] | None = None,
     kernel: str | None = None,
+    workers: int | None = None,
 ) -> DumpCompareReport:
-    """Pair, compare and judge two dumps already read."""
+    """Pair, compare and judge two dumps already read.
+
+    :param workers: threads comparing tensor files (default: one a core, at most 4; 1: none).
+    """
     began = time.perf_counter()
     use_tensors = npu.has_tensors and bench.has_tensors
     basis = "tensor" if use_tensors else ("md5" if npu.task == bench.task == "md5" else "statistics")
-    rows: list[Row] = []
     verdicts: list[CallVerdict] = []
     pairs = pair_calls(npu.calls, bench.calls, api_map)
     rows_of = []
+    values: list[tuple[Any, Any]] = []
     for pair in pairs:
-        indexes = []
-        for mine, theirs in pair_items(pair.npu, pair.bench):
-            indexes.append(len(rows))
-            rows.append(
-                compare_items(mine, theirs, use_tensors=use_tensors, tolerance=tolerance, kernel=kernel)
-            )
-        rows_of.append(indexes)
+        items = pair_items(pair.npu, pair.bench)
+        rows_of.append(list(range(len(values), len(values) + len(items))))
+        values += items
+
+    def one(value: tuple[Any, Any]) -> Row:
+        return compare_items(*value, use_tensors=use_tensors, tolerance=tolerance, kernel=kernel)
+
+    if use_tensors and len(values) > 1 and workers != 1:
+        # reading a tensor file and the compare kernel (numba, numpy) release the GIL: threads overlap
+        with cf.ThreadPoolExecutor(max_workers=workers or min(4, os.cpu_count() or 1)) as pool:
+            rows = list(pool.map(one, values, chunksize=8))
+    else:
+        rows = [one(value) for value in values]
     statistics_errors(rows, tolerance)
     forward_errors: dict[tuple[str, str, int], float | None] = {}  # what each forward call saw and made
     for pair, indexes in zip(pairs, rows_of, strict=True):
