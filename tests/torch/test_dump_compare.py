@@ -137,7 +137,7 @@ def write_ptdbg_layout(source: Path, folder: Path) -> Path:
     ptdbg_ascend itself cannot run here (it needs torch_npu); the layout follows spec 004 and its source.
     """
     folder.mkdir(parents=True)
-    pkl, data = folder / "npu_dump.pkl", folder / "npu_dump"
+    pkl, data = folder / "npu_dump.pkl", folder / "npu_dump_data"  # spec 004 names it apart
     data.mkdir()
     with open(pkl, "w", encoding="utf-8") as out:
         for record in read_dump(source).calls:
@@ -160,7 +160,9 @@ def test_ptdbg_compare_with_its_keys_writes_its_csv_and_advisor(tmp_path) -> Non
     report = compare(
         {
             "npu_pkl_path": str(npu_pkl),
+            "npu_dump_data_dir": str(npu_pkl.parent / "npu_dump_data"),
             "bench_pkl_path": str(bench / "dump.jsonl"),
+            "bench_dump_data_dir": str(bench / "tensors"),
             "is_print_compare_log": True,
         },
         str(out),
@@ -237,7 +239,7 @@ def test_compare_distributed_on_a_dask_local_cluster(tmp_path) -> None:
 
     for side in ("npu", "bench"):
         for rank in (0, 1):
-            dump(tmp_path / side, "tensor", None, rank)
+            dump(tmp_path / side, "tensor", "conv2" if side == "npu" and rank == 1 else None, rank)
     out = tmp_path / "out"
     out.mkdir()
     with distributed.LocalCluster(
@@ -247,8 +249,14 @@ def test_compare_distributed_on_a_dask_local_cluster(tmp_path) -> None:
             reports = compare_distributed(
                 str(tmp_path / "npu"), str(tmp_path / "bench"), str(out), client=client
             )
-    assert [r.passed for r in reports] == [True, True]
-    assert len([f for f in os.listdir(out) if f.endswith(".csv")]) == 2
+    # rank 1 of the NPU run holds the perturbed weight: its pair, and only its pair, says so from the tensors
+    assert [r.passed for r in reports] == [True, False]
+    assert reports[1].basis == "tensor" and reports[1].first_error.npu_call == "Functional_conv2d_1_forward"
+    assert sorted(f for f in os.listdir(out) if f.endswith(".csv"))[:2] == sorted(
+        f for f in os.listdir(out) if f.startswith("compare_result_rank")
+    )
+    summary = next(out.glob("compare_summary_*.csv")).read_text().splitlines()
+    assert len(summary) == 3 and summary[2].split(",")[2:4] == ["no", "Functional_conv2d_1_forward"]
 
 
 def test_dump_compare_command_exit_codes(tmp_path, capsys) -> None:

@@ -37,7 +37,8 @@ _MSPROBE = re.compile(
     rf"^(?P<prefix>{'|'.join(API_PREFIXES)})\.(?P<api>.+)\.(?P<index>\d+)\.(?P<direction>forward|backward)$"
 )
 _MODULE = re.compile(
-    r"^Module\.(?:(?P<path>.*)\.)?(?P<cls>[^.]+)\.(?P<direction>forward|backward|parameters_grad)\.(?P<index>\d+)$"
+    r"^Module\.(?:(?P<path>.*)\.)?(?P<cls>[^.]+)\.(?P<direction>forward|backward|parameters_grad)"
+    r"(?:\.(?P<index>\d+))?$"  # msprobe writes parameters_grad without a number
 )
 
 
@@ -86,7 +87,7 @@ def parse_name(text: str) -> CallName | None:
     found = _MODULE.match(name)
     if found:
         api = f"{found['path']}.{found['cls']}" if found["path"] else found["cls"]
-        return CallName(MODULE_PREFIX, api, int(found["index"]), found["direction"])
+        return CallName(MODULE_PREFIX, api, int(found["index"] or 0), found["direction"])
     return None
 
 

@@ -13,7 +13,6 @@ import concurrent.futures as cf
 import contextlib
 import gc
 import logging
-import multiprocessing
 import os
 import re
 import time
@@ -26,6 +25,7 @@ from tscore.dump_compare.rows import Row, compare_items, statistics_errors
 from tscore.dump_compare.sources import DumpReadError, DumpSource, read_dump
 from tscore.dump_compare.verdicts import CallVerdict, first_own_error, judge_call
 from tscore.errors import TargetPathError
+from tscore.npy_files import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -109,11 +109,12 @@ def compare_sources(
     else:
         rows = [one(value) for value in values]
     statistics_errors(rows, tolerance)
-    forward_errors: dict[tuple[str, str, int], float | None] = {}  # what each forward call saw and made
+    forward_errors: dict[tuple[str, str, str, int], float | None] = {}  # what each forward call saw and made
     for pair, indexes in zip(pairs, rows_of, strict=True):
         call = pair.npu or pair.bench
         assert call is not None
-        identity = (call.name.prefix, call.name.api, call.name.index)
+        side = "npu" if pair.npu is not None else "bench"  # numbers of the two runs are not one count
+        identity = (side, call.name.prefix, call.name.api, call.name.index)
         saved = forward_errors.get(identity) if call.name.direction == "backward" else None
         verdict = judge_call(pair, rows, indexes, tolerance, saved_error=saved)
         if call.name.direction == "forward":
@@ -147,6 +148,8 @@ def compare_dumps(
     suffix: str = "",
     print_level: int = 0,
     kernel: str | None = None,
+    npu_data_dir: str | None = None,
+    bench_data_dir: str | None = None,
 ) -> DumpCompareReport:
     """Compare two dumps of any format (tscore, msprobe, ptdbg_ascend); write ptdbg's files when asked.
 
@@ -159,6 +162,8 @@ def compare_dumps(
     :param tolerance: the scale-free error (relative L2, or relative statistics) above which a
         value differs.
     :param print_level: 0 prints nothing, 1 the summary line.
+    :param npu_data_dir: for a ptdbg ``.pkl``, its folder of ``.npy`` files when not beside it
+        under the ``.pkl``'s name (``bench_data_dir`` likewise).
     :raises DumpReadError: naming a path that holds no dump.
     :raises TargetPathError: naming ``output_path`` when it is not an existing folder.
     """
@@ -168,8 +173,8 @@ def compare_dumps(
     if out_folder is not None and not os.path.isdir(out_folder):
         raise TargetPathError(f"output_path {out_folder!r} is not an existing folder; create it first")
     with _no_cyclic_gc():
-        npu = read_dump(_dump_folder(os.fspath(npu_path), "npu"))
-        bench = read_dump(_dump_folder(os.fspath(bench_path), "bench"))
+        npu = read_dump(_dump_folder(os.fspath(npu_path), "npu"), npu_data_dir)
+        bench = read_dump(_dump_folder(os.fspath(bench_path), "bench"), bench_data_dir)
         report = compare_sources(npu, bench, tolerance=tolerance, api_map=api_map, kernel=kernel)
     if out_folder is not None:
         stamp = time.strftime("%Y%m%d%H%M%S")
@@ -210,16 +215,21 @@ def compare(
     """
     del shape_flag, fuzzy_match  # what they switched on in ptdbg, tscore always does
     if not isinstance(dump_result_param, Mapping):
-        raise TypeError(f"compare: dump_result_param must be a dict, got {type(dump_result_param).__name__}")
+        raise DumpReadError(
+            f"compare: dump_result_param must be a dict, got {type(dump_result_param).__name__}"
+        )
     sides = {}
+    data_dirs: dict[str, str | None] = {}
     for side in ("npu", "bench"):
         keys = (f"{side}_pkl_path", f"{side}_json_path", f"{side}_path", f"{side}_dump_data_dir")
         given = next((dump_result_param[k] for k in keys if dump_result_param.get(k)), None)
         if given is None:
-            raise ValueError(
+            raise DumpReadError(
                 f"compare: dump_result_param names no {side} dump; give one of {', '.join(keys)}"
             )
         sides[side] = os.fspath(given)
+        data = dump_result_param.get(f"{side}_dump_data_dir")
+        data_dirs[side] = os.fspath(data) if data and os.fspath(data) != sides[side] else None
     stack_mode = stack_mode or bool(dump_result_param.get("stack_json_path"))
     return compare_dumps(
         sides["npu"],
@@ -228,6 +238,8 @@ def compare(
         stack_mode=stack_mode,
         auto_analyze=auto_analyze,
         print_level=1 if dump_result_param.get("is_print_compare_log") else 0,
+        npu_data_dir=data_dirs["npu"],
+        bench_data_dir=data_dirs["bench"],
         **kwargs,
     )
 
@@ -235,27 +247,50 @@ def compare(
 # ---------------------------------------------------------------- ranks
 
 _RANK = re.compile(r"^rank(\d+)$")
+_PROC = re.compile(r"^proc\d+$")  # msprobe's folder for a process with no torch.distributed rank
+
+
+def _ranks_in(folder: str) -> list[str]:
+    names = [d for d in os.listdir(folder) if os.path.isdir(os.path.join(folder, d))]
+    ranks = sorted((d for d in names if _RANK.match(d)), key=lambda d: int(d[4:]))
+    if not ranks:
+        ranks = (
+            [d for d in names if _PROC.match(d)][:1] if len([d for d in names if _PROC.match(d)]) == 1 else []
+        )
+    return [os.path.join(folder, d) for d in ranks]
 
 
 def rank_folders(path: str, role: str) -> list[str]:
-    """List the ``rank{n}`` folders of a dump by rank number (directly under ``path``, or under its one step).
+    """List a dump's rank folders: ``rank{n}`` by number (or msprobe's one ``proc{pid}``), step by step.
+
+    The folders may sit directly under ``path`` (ptdbg) or under its ``step{k}`` folders
+    (tscore, msprobe): every step's, in step order.
 
     :raises DumpReadError: naming the path when it holds no rank folder.
     """
     if not os.path.isdir(path):
         raise DumpReadError(f"{role}: {path!r} is not a folder")
-    for folder in (path, *(os.path.join(path, d) for d in sorted(os.listdir(path)) if d.startswith("step"))):
-        ranks = [d for d in os.listdir(folder) if _RANK.match(d) and os.path.isdir(os.path.join(folder, d))]
-        if ranks:
-            ranks.sort(key=lambda d: int(_RANK.match(d).group(1)))  # type: ignore[union-attr]
-            return [os.path.join(folder, d) for d in ranks]
-    raise DumpReadError(f"{role}: no rank folder (rank0, rank1 ...) in {path!r}")
+    found = _ranks_in(path)
+    if found:
+        return found
+    steps = sorted((d for d in os.listdir(path) if re.fullmatch(r"step\d+", d)), key=lambda d: int(d[4:]))
+    for step in steps:
+        found += _ranks_in(os.path.join(path, step))
+    if not found:
+        raise DumpReadError(f"{role}: no rank folder (rank0, rank1 ... or msprobe's proc{{pid}}) in {path!r}")
+    return found
+
+
+def _label(folder: str, steps: bool) -> str:
+    """``rank0``; ``step1_rank0`` when the dump holds several steps."""
+    name = os.path.basename(folder)
+    return f"{os.path.basename(os.path.dirname(folder))}_{name}" if steps else name
 
 
 def _compare_rank(
     npu: str, bench: str, output_path: str, suffix: str, options: dict[str, Any]
 ) -> dict[str, Any]:
-    """Compare one pair of rank folders where this runs (a local process, a Dask worker)."""
+    """Compare one pair of rank folders where this runs (a thread, a process, a Dask worker)."""
     report = compare_dumps(npu, bench, output_path, suffix=suffix, **options)
     return report.model_dump(mode="json")
 
@@ -271,12 +306,20 @@ def compare_distributed(
 ) -> list[DumpCompareReport]:
     """Compare every rank of two multi-rank dumps, rank folder against rank folder in rank order.
 
-    One ``compare_result_rank{a}-rank{b}_{timestamp}.csv`` (and advisor) per pair in
-    ``output_path``. Pairs run on ``executor`` (any ``concurrent.futures.Executor``), on
-    ``client.get_executor()`` for a ``dask.distributed.Client``, or else on local processes.
+    One ``compare_result_rank{a}-rank{b}_{timestamp}.csv`` (and advisor) per pair, and
+    ``compare_summary_{timestamp}.csv`` (a line per pair) in ``output_path``. Pairs run on
+    ``executor`` (any ``concurrent.futures.Executor``: a process pool, ``client.get_executor()``),
+    on a ``dask.distributed.Client`` given as ``client`` (its workers write to ``output_path``:
+    a folder they all see), or else on threads of this process. A pair that fails is a line of
+    the summary saying why; the other pairs go on.
 
+    :param kwargs: ``compare_dumps``'s options; ptdbg's ``shape_flag``, ``fuzzy_match`` and
+        ``stack_mode`` are accepted, ``suffix`` comes before each pair's.
     :raises DumpReadError: when the two dumps have different numbers of ranks, naming both.
     """
+    for ignored in ("shape_flag", "fuzzy_match", "auto_analyze_all"):
+        kwargs.pop(ignored, None)
+    user_suffix = str(kwargs.pop("suffix", ""))
     npu_ranks = rank_folders(os.fspath(npu_dump_dir), "npu_dump_dir")
     bench_ranks = rank_folders(os.fspath(bench_dump_dir), "bench_dump_dir")
     if len(npu_ranks) != len(bench_ranks):
@@ -290,12 +333,12 @@ def compare_distributed(
     own = None
     if executor is None and client is not None:
         executor = client.get_executor()
-    if executor is None:
-        # spawned, not forked: the caller may hold threads (a dump's writer, torch's pools) that a fork copies
-        own = executor = cf.ProcessPoolExecutor(
-            max_workers=max(1, min(len(npu_ranks), os.cpu_count() or 1)),
-            mp_context=multiprocessing.get_context("spawn"),
-        )
+    if executor is None:  # threads: the compare kernels and file reads release the GIL; any script works
+        own = executor = cf.ThreadPoolExecutor(max_workers=max(1, min(len(npu_ranks), os.cpu_count() or 1)))
+    pairs = list(zip(npu_ranks, bench_ranks, strict=True))
+    steps = len({os.path.dirname(f) for f in npu_ranks}) > 1
+    reports: list[DumpCompareReport] = []
+    summary: list[list[Any]] = []
     try:
         futures = [
             executor.submit(
@@ -303,15 +346,50 @@ def compare_distributed(
                 npu,
                 bench,
                 out,
-                f"_{os.path.basename(npu)}-{os.path.basename(bench)}",
+                f"{user_suffix}_{_label(npu, steps)}-{_label(bench, steps)}",
                 dict(kwargs),
             )
-            for npu, bench in zip(npu_ranks, bench_ranks, strict=True)
+            for npu, bench in pairs
         ]
-        reports = [DumpCompareReport.model_validate(f.result()) for f in futures]
+        for (npu, bench), future in zip(pairs, futures, strict=True):
+            try:
+                report = DumpCompareReport.model_validate(future.result())
+            except Exception as exc:  # one rank's bad dump is its summary line; the others go on
+                log.warning("compare_distributed: %s against %s failed: %s", npu, bench, exc)
+                summary.append([npu, bench, "", "", "", "", f"{type(exc).__name__}: {exc}"])
+                continue
+            reports.append(report)
+            first = report.first_error
+            summary.append(
+                [
+                    npu,
+                    bench,
+                    "yes" if report.passed else "no",
+                    first.label if first else "",
+                    first.where or "" if first else "",
+                    ";".join(report.files),
+                    "",
+                ]
+            )
+            log.info("%s against %s: %s", npu, bench, report.summary())
     finally:
         if own is not None:
             own.shutdown()
-    for (npu, bench), report in zip(zip(npu_ranks, bench_ranks, strict=True), reports, strict=True):
-        log.info("%s against %s: %s", npu, bench, report.summary())
+    _write_summary(out, summary)
+    if not reports and summary:
+        raise DumpReadError(f"compare_distributed: every pair failed; the first: {summary[0][-1]}")
     return reports
+
+
+def _write_summary(folder: str, lines: list[list[Any]]) -> None:
+    """Write ``compare_summary_{timestamp}.csv``: each pair of ranks, whether it agrees, its first error."""
+    import csv
+    import io
+
+    text = io.StringIO()
+    writer = csv.writer(text)
+    writer.writerow(["NPU", "Bench", "Agrees", "First own error", "Where", "Result files", "Error"])
+    writer.writerows(lines)
+    data = text.getvalue().encode("utf-8")
+    path = os.path.join(folder, f"compare_summary_{time.strftime('%Y%m%d%H%M%S')}.csv")
+    write_atomic(path, lambda stream: stream.write(data))

@@ -49,11 +49,23 @@ def _align(
     """Pair two sequences of calls by alignment over their signatures, then their kinds."""
     if [c.label for c in npu] == [c.label for c in bench]:
         return [CallPair(a, b, "name") for a, b in zip(npu, bench, strict=True)]
-    pairs: list[CallPair] = []
-    matcher = difflib.SequenceMatcher(
-        None, [_signature(c, api_map) for c in npu], [_signature(c, api_map) for c in bench], autojunk=False
-    )
+    mine = [_signature(c, api_map) for c in npu]
+    theirs = [_signature(c, api_map) for c in bench]
+    # the common head and tail pair at once: the matcher (quadratic at worst) sees only the middle
+    head = 0
+    while head < min(len(mine), len(theirs)) and mine[head] == theirs[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(mine), len(theirs)) - head and mine[-1 - tail] == theirs[-1 - tail]:
+        tail += 1
+    pairs: list[CallPair] = [
+        CallPair(a, b, "name" if a.label == b.label else how_equal)
+        for a, b in zip(npu[:head], bench[:head], strict=True)
+    ]
+    end_mine, end_theirs = len(npu) - tail, len(bench) - tail
+    matcher = difflib.SequenceMatcher(None, mine[head:end_mine], theirs[head:end_theirs], autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        i1, i2, j1, j2 = i1 + head, i2 + head, j1 + head, j2 + head
         if tag == "equal":
             pairs += [
                 CallPair(a, b, "name" if a.label == b.label else how_equal)
@@ -61,6 +73,10 @@ def _align(
             ]
             continue
         pairs += _pair_kinds(npu[i1:i2], bench[j1:j2], api_map)
+    pairs += [
+        CallPair(a, b, "name" if a.label == b.label else how_equal)
+        for a, b in zip(npu[end_mine:], bench[end_theirs:], strict=True)
+    ]
     return pairs
 
 
@@ -114,16 +130,25 @@ def pair_calls(
             backward.append(CallPair(call, found, "name" if found.label == call.label else "aligned"))
     if left_npu or bench_backward:
         rest = sorted(bench_backward.values(), key=lambda c: c.order)
-        backward += _align(left_npu, rest, mapping, "aligned")
-    return sorted(forward + backward, key=_pair_order)
+        backward = _in_order(backward) + _align(left_npu, rest, mapping, "aligned")
+    return _in_order(_in_order(forward) + _in_order(backward))
 
 
-def _pair_order(pair: CallPair) -> tuple[int, int]:
-    """Order pairs by the NPU call's position; a bench-only call sorts by its own position."""
-    if pair.npu is not None:
-        return pair.npu.order, 0
-    assert pair.bench is not None
-    return pair.bench.order, 1
+def _in_order(pairs: list[CallPair]) -> list[CallPair]:
+    """Order pairs by the NPU call's position; a call only the bench run made stays after its neighbour.
+
+    Pairs come in their sequence's order; a bench-only pair takes the position of the pair
+    before it (plus a little), never its own index, which counts the other run's calls.
+    """
+    keyed = []
+    last = -1.0
+    for position, pair in enumerate(pairs):
+        if pair.npu is not None:
+            last = float(pair.npu.order)
+            keyed.append((last, position, pair))
+        else:
+            keyed.append((last + 0.5, position, pair))
+    return [pair for _, _, pair in sorted(keyed, key=lambda k: (k[0], k[1]))]
 
 
 def pair_items(npu: Call | None, bench: Call | None) -> list[tuple[Item | None, Item | None]]:

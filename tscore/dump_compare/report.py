@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tscore.dump.recorder import OUTSIDE
 from tscore.dump_compare.rows import Row
-from tscore.dump_compare.verdicts import CallVerdict
+from tscore.dump_compare.verdicts import CallVerdict, first_failure
 from tscore.npy_files import write_atomic
 
 BASIC_COLUMNS = [
@@ -73,8 +73,14 @@ class DumpCompareReport(BaseModel):
 
     @property
     def passed(self) -> bool:
-        """True when every paired call agrees (calls only one run made are rows, not failures)."""
-        return not any(v.status in ("own", "weights", "inherited") for v in self.calls)
+        """True when every paired call agrees (calls only one run made are rows, not failures).
+
+        A tensor that could be compared neither by its values nor by its statistics fails it too:
+        agreement is not claimed for what was not seen.
+        """
+        if any(v.status in ("own", "weights", "inherited") for v in self.calls):
+            return False
+        return not any(r.basis == "none" and r.message.startswith("tensor not read") for r in self.rows)
 
     def counts(self) -> dict[str, int]:
         """How many calls got each verdict."""
@@ -88,10 +94,13 @@ class DumpCompareReport(BaseModel):
         first = self.first_error
         tally = ", ".join(f"{n} {status}" for status, n in sorted(self.counts().items()))
         if first is None:
-            failing = [v for v in self.calls if v.status not in ("ok", "unknown")]
-            if not failing:
-                return f"all {len(self.calls)} calls agree ({tally})"
-            return f"no call has an error of its own; {tally}"
+            failing = first_failure(self.calls)
+            if failing is None:
+                return f"no paired call differs ({tally})"
+            return (
+                f"no dumped call has an error of its own: the first that differs, {failing.label}, already "
+                f"receives differing inputs; {tally}"
+            )
         name = first.npu_call or first.bench_call
         where = f" at {first.where}" if first.where else ""
         module = f" in module {first.module!r}" if first.module and first.module != OUTSIDE else ""
@@ -155,19 +164,24 @@ class DumpCompareReport(BaseModel):
 
     def advisor_text(self) -> str:
         """Ptdbg's three lines (``Line:``, ``Suspect Nodes:``, ``Expert Advice:``) and tscore's verdict."""
-        first = self.first_error
+        first = self.first_error or first_failure(self.calls)
         if first is None:
             return (
                 "Line: NA\nSuspect Nodes: NA\n"
                 "Expert Advice: All data in comparison result meets the accuracy requirements.\n"
                 f"Verdict: {self.summary()}\n"
             )
-        line = (first.rows[0] + 2) if first.rows else "NA"  # the CSV's header is line 1
-        name = first.npu_call or first.bench_call
+        failing = [i for i in first.rows if self.rows[i].accuracy == "No"]
+        line = self._csv_line(failing[0] if failing else first.rows[0]) if first.rows else "NA"
         return (
-            f"Line: {line}\nSuspect Nodes: {name}\nExpert Advice: {_advice(first)}\n"
+            f"Line: {line}\nSuspect Nodes: {first.label}\nExpert Advice: {_advice(first)}\n"
             f"Verdict: {self.summary()}\n"
         )
+
+    def _csv_line(self, row: int) -> int:
+        """Return the CSV line that shows row ``row`` (the header is line 1; rows of calls in order)."""
+        shown = sorted(i for verdict in self.calls for i in verdict.rows)
+        return shown.index(row) + 2
 
     def write_csv(self, path: str, stack_mode: bool = False) -> None:
         """Write the CSV atomically."""
@@ -181,20 +195,28 @@ class DumpCompareReport(BaseModel):
 
 
 def _advice(verdict: CallVerdict) -> str:
+    where = f" ({verdict.where})" if verdict.where else ""
     if verdict.status == "weights":
         return (
             "The two runs do not hold the same weights at this call: load the same checkpoint on both "
             "sides (ts.migrator.convert_weight), then compare again."
         )
-    where = f" ({verdict.where})" if verdict.where else ""
-    if verdict.direction == "backward":
+    if verdict.status == "inherited":
         return (
-            "This is a backward API computation error: its incoming gradients agree and the gradients "
-            f"it passes on do not. Check the backward implementation{where}."
+            "No dumped call has an error of its own: the inputs of the first differing call already differ. "
+            "Check what feeds it: the data, the weights loaded, or a call made before the dump started."
         )
+    if verdict.reason.startswith("an argument differs"):
+        return f"This call is made with other options in the two runs: {verdict.reason}{where}."
+    kind = "backward" if verdict.direction == "backward" else "forward"
+    cause = (
+        "its outputs differ far more than its inputs explain"
+        if verdict.amplified
+        else "its inputs agree and its outputs do not"
+    )
     return (
-        "This is a forward API computation error: its inputs agree and its outputs do not. Check the "
-        f"computation implementation{where}: dtype, an option of the API, or the operator on this device."
+        f"This is a {kind} API computation error: {cause}. Check the computation implementation{where}: "
+        "dtype, an option of the API, or the operator on this device."
     )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -93,6 +94,18 @@ def _relative(a: float | None, b: float | None) -> float | None:
     return abs(diff / b) if b != 0 else math.inf
 
 
+_DEVICE = re.compile(r"^(cpu|cuda|npu|gpu|xpu|mps|meta|ascend)(:\w*)?$", re.IGNORECASE)
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Say whether two plain arguments agree: NaN agrees with NaN, and any two devices (``npu:0``) do."""
+    if a == b:
+        return True
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return isinstance(a, str) and isinstance(b, str) and bool(_DEVICE.match(a) and _DEVICE.match(b))
+
+
 def read_array(item: Item) -> np.ndarray:
     """Load an item's tensor file: ``.npy`` memory-mapped, anything else through the checkpoint plugins.
 
@@ -135,7 +148,13 @@ def _tensor_metrics(row: dict[str, Any], a: np.ndarray, b: np.ndarray, kernel: s
     if stats.elements == 0:
         row.update(max_abs_err=0.0, error=0.0, accuracy="Yes", message="empty on both sides")
         return
-    nonfinite_differ = (stats.orig_nan, stats.orig_inf) != (stats.target_nan, stats.target_inf)
+    # NaN and inf at the same places on both sides: every position non-finite on either side is so
+    # on each, with as many NaN (the sign of an infinity is not told apart)
+    either = stats.elements - stats.finite
+    nonfinite_differ = not (
+        stats.orig_nan + stats.orig_inf == either == stats.target_nan + stats.target_inf
+        and stats.orig_nan == stats.target_nan
+    )
     error: float
     if stats.finite == 0:
         error = 0.0
@@ -152,6 +171,8 @@ def _tensor_metrics(row: dict[str, Any], a: np.ndarray, b: np.ndarray, kernel: s
     if a.shape != b.shape:
         row["accuracy"] = "Unmatched"
         row["message"] = f"shapes differ ({a.shape} vs {b.shape}), same size: compared flattened"
+    elif nonfinite_differ:
+        row["accuracy"] = "No"
     else:
         row["accuracy"] = _accuracy(row["cosine"], row["max_abs_err"])
 
@@ -247,7 +268,7 @@ def _judge_values(
         row["message"] = f"not dumped: {npu.error or bench.error}"
         return
     if not npu.is_tensor or not bench.is_tensor:
-        same = npu.value == bench.value and npu.is_tensor == bench.is_tensor
+        same = npu.is_tensor == bench.is_tensor and _same_value(npu.value, bench.value)
         row.update(basis="value", error=0.0 if same else math.inf, accuracy="Yes" if same else "No")
         if not same:
             row["message"] = f"argument differs: {npu.value!r} vs {bench.value!r}"
@@ -262,13 +283,16 @@ def _judge_values(
     if use_tensors and npu.file and bench.file:
         try:
             a, b = loader(npu), loader(bench)
-        except Exception as exc:  # a missing or corrupt file is this row's problem, not the batch's
-            row.update(message=f"tensor not read: {type(exc).__name__}: {exc}", accuracy="Nan")
+            row["message"] = ""
+            _tensor_metrics(row, a, b, resolve_kernel(kernel, int(a.nbytes) + int(b.nbytes)))
+            row["message"] = "; ".join(m for m in (note, row["message"]) if m)
             return
-        row["message"] = ""
-        _tensor_metrics(row, a, b, resolve_kernel(kernel, int(a.nbytes) + int(b.nbytes)))
-        row["message"] = "; ".join(m for m in (note, row["message"]) if m)
-        return
+        except Exception as exc:  # a missing or corrupt file is this row's problem, not the batch's
+            note = f"tensor not read ({type(exc).__name__}: {exc}); compared by its statistics"
+            row.update(message=note, accuracy="Nan", basis="none")
+            for key in ("cosine", "euc_dist", "max_abs_err", "max_relative_err", "one_thousandth"):
+                row.pop(key, None)
+            row.pop("five_thousandths", None)
     if npu.md5 is not None and bench.md5 is not None:
         same = npu.md5 == bench.md5
         row.update(basis="md5", error=0.0 if same else math.inf, accuracy="Yes" if same else "No")

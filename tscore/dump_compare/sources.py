@@ -150,14 +150,18 @@ def detect(path: str) -> tuple[str, str]:
     )
 
 
-def read_dump(path: str | os.PathLike[str]) -> DumpSource:
+def read_dump(path: str | os.PathLike[str], data_dir: str | None = None) -> DumpSource:
     """Read the dump at ``path`` (a folder of one step and rank, or its records file), any format.
 
+    :param data_dir: for a ptdbg ``.pkl``, the folder of its ``.npy`` files when it is not the
+        folder beside the ``.pkl`` named after it (ptdbg's ``npu_dump_data_dir``).
     :raises DumpReadError: naming the path when no dump is there or its records cannot be read.
     """
     kind, records = detect(os.fspath(path))
-    reader = {"tscore": _read_tscore, "msprobe": _read_msprobe, "ptdbg": _read_ptdbg}[kind]
-    source = reader(records)
+    if kind == "ptdbg":
+        source = _read_ptdbg(records, data_dir)
+    else:
+        source = _read_tscore(records) if kind == "tscore" else _read_msprobe(records)
     log.info("%s: %s dump, %d calls, %s", records, kind, len(source.calls), source.task)
     return source
 
@@ -361,9 +365,11 @@ def _read_msprobe(records_file: str) -> DumpSource:
                     _msprobe_items("input", (str(kwarg),), inner, str(label), tensors, inputs)
             elif key == "output":
                 _msprobe_items("output", (), value, str(label), tensors, outputs)
-            elif key == "parameters" and isinstance(value, Mapping):
+            elif key == "parameters" and isinstance(value, Mapping):  # a module's own (L0, mix)
                 for param, inner in value.items():
-                    _msprobe_items("input", (str(param),), inner, str(label), tensors, inputs)
+                    _msprobe_items("input", ("parameters", str(param)), inner, str(label), tensors, inputs)
+            elif name.direction == "parameters_grad":  # {"weight": [grad], "bias": [grad]}
+                _msprobe_items("output", (str(key),), value, str(label), tensors, outputs)
         call.inputs, call.outputs = inputs, outputs
         calls.append(call.settle())
     task = str(document.get("task", "statistics"))
@@ -405,14 +411,16 @@ def _ptdbg_stack(lines: Iterable[Any]) -> list[str]:
     return out
 
 
-def _read_ptdbg(pkl: str) -> DumpSource:
+def _read_ptdbg(pkl: str, data_dir: str | None = None) -> DumpSource:
     folder = os.path.dirname(pkl)
-    data_folder = os.path.join(folder, os.path.splitext(os.path.basename(pkl))[0])
+    data_folder = data_dir or os.path.join(folder, os.path.splitext(os.path.basename(pkl))[0])
     by_call: dict[str, Call] = {}
     stacks: dict[str, list[str]] = {}
     for line in _ptdbg_lines(pkl):
         if len(line) == 2 and str(line[0]).endswith("stack_info"):
-            stacks[str(line[0]).removesuffix("_stack_info")] = _ptdbg_stack(line[1])
+            stacks[str(line[0]).removesuffix("_stack_info")] = _ptdbg_stack(
+                reversed(line[1])
+            )  # innermost first
             continue
         if len(line) < 6:
             log.warning("%s: a line of %d fields is not a ptdbg record; skipped", pkl, len(line))

@@ -70,13 +70,21 @@ class CallVerdict:
     stack: list[str] = field(default_factory=list)
     where: str | None = None  # the innermost frame of the user's code: "train.py:42 in forward"
     reason: str = ""
+    amplified: bool = False  # own because its outputs differ far more than its inputs, not alone
+
+    @property
+    def label(self) -> str:
+        """The call's name (the NPU side's, else the bench side's)."""
+        return self.npu_call or self.bench_call or ""
 
 
 def is_parameter(api: str, direction: str, role: str, path: str) -> bool:
     """Say whether an input of an API call holds a layer's parameter (a weight, a bias, a running mean)."""
+    head = path.partition(".")[0]
+    if role == "input" and head == "parameters":  # a module's own parameters (msprobe's L0 records)
+        return True
     if direction != "forward" or role != "input" or api.lower() not in _PARAMETER_APIS:
         return False
-    head = path.partition(".")[0]
     return head in _PARAMETER_KEYWORDS or (head.isdigit() and head != "0")
 
 
@@ -175,6 +183,7 @@ def _decide(
         verdict["reason"] = f"its outputs differ (error {out_error:.3g}) while its inputs agree"
     elif out_error > AMPLIFIED * in_error:
         verdict["status"] = "own"
+        verdict["amplified"] = True
         verdict["reason"] = (
             f"its outputs differ {out_error / in_error:.3g} times more than its inputs "
             f"({out_error:.3g} against {in_error:.3g})"
@@ -185,5 +194,15 @@ def _decide(
 
 
 def first_own_error(verdicts: Sequence[CallVerdict]) -> CallVerdict | None:
-    """Return the first call, in execution order, whose error is its own (or whose weights differ)."""
-    return next((v for v in verdicts if v.status in ("own", "weights")), None)
+    """Return the first call, in execution order, whose error is its own (or whose weights differ).
+
+    An API call is named before a module call: a module's record can come before the calls
+    inside it (msprobe writes it when the module starts), and the API says more.
+    """
+    own = [v for v in verdicts if v.status in ("own", "weights")]
+    return next((v for v in own if not v.label.startswith("Module")), own[0] if own else None)
+
+
+def first_failure(verdicts: Sequence[CallVerdict]) -> CallVerdict | None:
+    """Return the first paired call whose outputs differ, whatever the reason."""
+    return next((v for v in verdicts if v.status in ("own", "weights", "inherited")), None)
