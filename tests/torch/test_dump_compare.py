@@ -268,3 +268,41 @@ def test_dump_compare_command_exit_codes(tmp_path, capsys) -> None:
     assert main(["dump-compare", str(tmp_path / "nothing"), str(b)]) == 2
     assert main(["dump-compare", str(p), str(b), "--json", "-"]) == 1
     assert json.loads(capsys.readouterr().out)["first_error"]["status"] == "weights"
+
+
+@pytest.mark.parametrize(
+    "tensor",
+    [
+        torch.randn(3, 4),
+        torch.randn(4, 6)[1:, ::2],  # a view: offset and strides into a larger storage
+        torch.randn(5).to(torch.bfloat16),
+        torch.randn(2, 2).half(),
+        torch.arange(7, dtype=torch.int64),
+        torch.tensor([True, False]),
+        torch.tensor(3.5),
+        torch.zeros(0, 3),
+    ],
+    ids=["f32", "view", "bf16", "f16", "i64", "bool", "0d", "empty"],
+)
+def test_msprobes_pt_files_read_without_torch_equal_torch_load(tmp_path, tensor) -> None:
+    from tscore.checkpoint.torch_zip import read_torch_tensor
+
+    path = tmp_path / "t.pt"
+    torch.save(tensor, path)
+    ours = read_torch_tensor(str(path))
+    theirs = torch.load(path, weights_only=True)
+    assert ours.shape == tuple(theirs.shape)
+    expected = theirs.float().numpy() if theirs.dtype == torch.bfloat16 else theirs.numpy()
+    assert np.array_equal(np.asarray(ours, dtype=expected.dtype), expected)
+    assert ours.dtype.name == str(theirs.dtype).removeprefix("torch.")
+
+
+def test_a_pt_file_holding_more_than_a_tensor_is_refused_by_the_torch_free_reader(tmp_path) -> None:
+    from tscore.checkpoint.torch_zip import TorchZipError, read_torch_tensor
+
+    torch.save({"w": torch.ones(2)}, tmp_path / "d.pt")
+    with pytest.raises(TorchZipError, match="not one tensor"):
+        read_torch_tensor(str(tmp_path / "d.pt"))
+    torch.save(torch.nn.Linear(2, 2), tmp_path / "m.pt")
+    with pytest.raises(TorchZipError, match=r"torch\.nn\.modules"):
+        read_torch_tensor(str(tmp_path / "m.pt"))

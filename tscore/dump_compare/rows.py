@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from tscore.checkpoint.torch_zip import TorchZipError, read_torch_tensor
 from tscore.compare.kernels import logical_stats, resolve_kernel
 from tscore.compare.pair_stats import PairStats
 from tscore.dump_compare.sources import Item
@@ -114,6 +115,11 @@ def read_array(item: Item) -> np.ndarray:
     assert item.file is not None
     if item.file.endswith(".npy"):
         return np.load(item.file, mmap_mode="r", allow_pickle=False)
+    if item.file.endswith(".pt"):  # msprobe's: one plain tensor each, read without importing torch
+        try:
+            return read_torch_tensor(item.file)
+        except TorchZipError as exc:
+            log.debug("%s: read through the torch plugin (%s)", item.file, exc)
     from tscore.checkpoint.files import load_checkpoint
 
     contents = load_checkpoint(item.file)

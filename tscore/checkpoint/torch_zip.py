@@ -1,0 +1,116 @@
+"""Reading a torch zip file that holds one plain tensor (``torch.save(t)``), without torch.
+
+msprobe dumps every tensor as such a ``.pt``; comparing two dumps reads
+hundreds of them, and importing torch for that alone costs a second. The file
+is a zip archive: ``{name}/data.pkl`` is a pickle that rebuilds the tensor with
+``torch._utils._rebuild_tensor_v2`` from a storage named by a persistent id,
+whose bytes are the member ``{name}/data/{key}``. Only that shape is read: the
+pickle may name nothing but the rebuild function, a storage type and
+``OrderedDict``, so a crafted file cannot run code (the promise of
+``torch.load(weights_only=True)``). Anything else raises
+:class:`TorchZipError`, and callers fall back to the torch plugin.
+"""
+
+from __future__ import annotations
+
+import collections
+import io
+import pickle
+import zipfile
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+# torch storage classes and the dtypes of their elements
+_STORAGES: dict[str, Any] = {
+    "FloatStorage": np.float32,
+    "DoubleStorage": np.float64,
+    "HalfStorage": np.float16,
+    "BFloat16Storage": ml_dtypes.bfloat16,
+    "LongStorage": np.int64,
+    "IntStorage": np.int32,
+    "ShortStorage": np.int16,
+    "CharStorage": np.int8,
+    "ByteStorage": np.uint8,
+    "BoolStorage": np.bool_,
+    "ComplexFloatStorage": np.complex64,
+    "ComplexDoubleStorage": np.complex128,
+}
+
+
+class TorchZipError(ValueError):
+    """The file is not a torch zip holding one plain tensor (read it with torch instead)."""
+
+
+class _Storage:
+    """A storage named by the pickle: its dtype and the archive member holding its bytes."""
+
+    def __init__(self, dtype: Any, key: str) -> None:
+        self.dtype = np.dtype(dtype)
+        self.key = key
+
+
+def _rebuild(storage: Any, offset: int, size: Any, stride: Any, *_: Any) -> tuple[_Storage, int, Any, Any]:
+    if not isinstance(storage, _Storage):
+        raise TorchZipError("the tensor's storage is not one the file holds")
+    return storage, int(offset), tuple(size), tuple(stride)
+
+
+class _Unpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) == ("torch._utils", "_rebuild_tensor_v2"):
+            return _rebuild
+        if module == "torch" and name in _STORAGES:
+            return _STORAGES[name]
+        if (module, name) == ("collections", "OrderedDict"):
+            return collections.OrderedDict
+        raise TorchZipError(f"the pickle names {module}.{name}, which is not a plain tensor")
+
+    def persistent_load(self, pid: Any) -> _Storage:
+        if not (isinstance(pid, tuple) and len(pid) >= 3 and pid[0] == "storage"):
+            raise TorchZipError(f"unknown persistent id {pid!r}")
+        dtype = pid[1]
+        if (
+            not (isinstance(dtype, type) and issubclass(dtype, np.generic))
+            and dtype is not ml_dtypes.bfloat16
+        ):
+            raise TorchZipError(f"unknown storage type {dtype!r}")
+        return _Storage(dtype, str(pid[2]))
+
+
+def read_torch_tensor(path: str) -> np.ndarray:
+    """Return the one tensor of a torch zip file as a numpy array (bfloat16 as ``ml_dtypes``).
+
+    :raises TorchZipError: when the file is not a torch zip of one plain tensor.
+    :raises OSError: when it cannot be read.
+    """
+    try:
+        archive = zipfile.ZipFile(path)
+    except zipfile.BadZipFile as exc:
+        raise TorchZipError(f"{path}: not a torch zip file ({exc})") from exc
+    with archive:
+        names = archive.namelist()
+        pickled = next((n for n in names if n.endswith("/data.pkl") or n == "data.pkl"), None)
+        if pickled is None:
+            raise TorchZipError(f"{path}: no data.pkl in the archive")
+        prefix = pickled[: -len("data.pkl")]
+        order = archive.read(prefix + "byteorder").decode() if prefix + "byteorder" in names else "little"
+        built = _Unpickler(io.BytesIO(archive.read(pickled))).load()
+        if not (isinstance(built, tuple) and len(built) == 4 and isinstance(built[0], _Storage)):
+            raise TorchZipError(f"{path}: holds {type(built).__name__}, not one tensor")
+        storage, offset, size, stride = built
+        raw = archive.read(f"{prefix}data/{storage.key}")
+    dtype = storage.dtype.newbyteorder("<" if order == "little" else ">")
+    flat = np.frombuffer(raw, dtype=dtype)
+    if not size:
+        return flat[offset : offset + 1].reshape(()).copy()
+    needed = offset + sum((n - 1) * s for n, s in zip(size, stride, strict=True)) + 1
+    if any(n == 0 for n in size):
+        return np.zeros(size, dtype=dtype)
+    if needed > flat.size:
+        raise TorchZipError(f"{path}: the tensor reaches past its storage ({needed} > {flat.size})")
+    view = np.lib.stride_tricks.as_strided(
+        flat[offset:], shape=size, strides=[s * dtype.itemsize for s in stride], writeable=False
+    )
+    return np.ascontiguousarray(view)
