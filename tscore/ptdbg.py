@@ -275,16 +275,33 @@ def set_backward_input(backward_input: Iterable[str]) -> None:
 def parse(pkl_path: str | os.PathLike[str], api_name: str) -> list[dict[str, Any]]:
     """Print the stack and statistics of one call (or every call whose name starts with ``api_name``).
 
-    :param pkl_path: the path given to :func:`set_dump_path`, a dump folder, or a ``dump.jsonl``.
+    :param pkl_path: the path given to :func:`set_dump_path`, a dump folder, a ``dump.jsonl``, or
+        another tool's dump: msprobe's ``dump.json`` (or its folder), ptdbg_ascend's ``.pkl``.
     :param api_name: ``Torch_batch_norm_1_forward`` (msprobe's ``Torch.batch_norm.1.forward`` works too).
     :return: the matching records, with their stacks.
     :raises FileNotFoundError: naming the path when no dump is there.
     """
-    records = find_records(os.fspath(pkl_path), api_name, session_path=_session_folder(pkl_path))
+    try:
+        records = find_records(os.fspath(pkl_path), api_name, session_path=_session_folder(pkl_path))
+    except FileNotFoundError:  # not tscore's: msprobe's dump.json or ptdbg_ascend's own .pkl
+        records = _other_records(os.fspath(pkl_path), api_name)
     if not records:
         log.warning("parse: no call named %s in %s", api_name, os.fspath(pkl_path))
     print_report("\n\n".join(format_record(record) for record in records) or f"no call named {api_name}")
     return records
+
+
+def _other_records(path: str, api_name: str) -> list[dict[str, Any]]:
+    """The calls named ``api_name`` (or starting with it) of an msprobe or ptdbg_ascend dump."""
+    from tscore.dump.names import canonical
+    from tscore.dump_compare.sources import DumpReadError, as_records, read_dump
+
+    try:
+        source = read_dump(path)
+    except DumpReadError as exc:
+        raise FileNotFoundError(str(exc)) from None
+    wanted = canonical(api_name)
+    return [r for r in as_records(source) if r["name"].startswith(wanted)]
 
 
 def _session_folder(pkl_path: str | os.PathLike[str]) -> str | None:

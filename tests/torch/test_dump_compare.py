@@ -306,3 +306,13 @@ def test_a_pt_file_holding_more_than_a_tensor_is_refused_by_the_torch_free_reade
     torch.save(torch.nn.Linear(2, 2), tmp_path / "m.pt")
     with pytest.raises(TorchZipError, match=r"torch\.nn\.modules"):
         read_torch_tensor(str(tmp_path / "m.pt"))
+
+
+def test_parse_reads_msprobes_dump_too(capsys) -> None:
+    from tscore.ptdbg import parse
+
+    found = parse(str(MSPROBE / "statistics/base/step0/rank0/dump.json"), "Functional.conv2d.1.forward")
+    assert [r["name"] for r in found] == ["Functional_conv2d_1_forward"]
+    shown = capsys.readouterr().out
+    assert "Trace back(Functional_conv2d_1_forward)" in shown and "msprobe_net.py, line 28" in shown
+    assert "[dtype: float32][shape: [2, 4, 6, 6]]" in shown

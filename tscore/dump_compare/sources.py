@@ -458,3 +458,32 @@ def _read_ptdbg(pkl: str, data_dir: str | None = None) -> DumpSource:
     has_files = os.path.isdir(data_folder) and any(i.file for c in calls for i in c.items)
     rank_folder = _rank_of(folder)
     return DumpSource(folder, "ptdbg", calls, "tensor" if has_files else "statistics", rank=rank_folder)
+
+
+def as_records(source: DumpSource) -> list[dict[str, Any]]:
+    """Give a dump's calls as tscore's records (``name``, ``inputs``, ``outputs``, ``stack_lines``).
+
+    For ``parse`` and any reader of tscore's records, whichever tool wrote the dump.
+    """
+    out = []
+    for call in source.calls:
+        record: dict[str, Any] = {"name": call.label, "stack_lines": call.stack, "folder": source.path}
+        for side, items in (("inputs", call.inputs), ("outputs", call.outputs)):
+            entries = []
+            for item in items:
+                if not item.is_tensor:
+                    entries.append({"name": item.name, "type": item.dtype, "value": item.value})
+                    continue
+                stats = item.stats or (None, None, None, None)
+                entries.append(
+                    {
+                        "name": item.name,
+                        "type": "tensor",
+                        "dtype": item.dtype,
+                        "shape": list(item.shape or ()),
+                        **dict(zip(("max", "min", "mean", "norm"), stats, strict=False)),
+                    }
+                )
+            record[side] = entries
+        out.append(record)
+    return out
