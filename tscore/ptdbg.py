@@ -292,7 +292,7 @@ def parse(pkl_path: str | os.PathLike[str], api_name: str) -> list[dict[str, Any
 
 
 def _other_records(path: str, api_name: str) -> list[dict[str, Any]]:
-    """The calls named ``api_name`` (or starting with it) of an msprobe or ptdbg_ascend dump."""
+    """Find the calls named ``api_name`` (or starting with it) in an msprobe or ptdbg_ascend dump."""
     from tscore.dump.names import canonical
     from tscore.dump_compare.sources import DumpReadError, as_records, read_dump
 
