@@ -62,10 +62,14 @@ class Row:
     error: float | None = None  # scale-free disagreement; 0 when equal; inf when it cannot agree
     accuracy: str = "N/A"  # ptdbg's "Accuracy Reached or Not": Yes, No, Unmatched, Nan, N/A
     message: str = ""
+    stat_diff: list[float | None] | None = None  # filled for many rows at once by statistics_errors
+    stat_rel: list[float | None] | None = None
 
     @property
     def stat_diffs(self) -> list[float | None]:
         """NPU minus bench, for max, min, mean and norm (None where a side has none)."""
+        if self.stat_diff is not None:
+            return self.stat_diff
         if self.npu_stats is None or self.bench_stats is None:
             return [None] * 4
         return [_sub(a, b) for a, b in zip(self.npu_stats, self.bench_stats, strict=False)]
@@ -73,6 +77,8 @@ class Row:
     @property
     def stat_relative(self) -> list[float | None]:
         """``|diff / bench|`` for max, min, mean and norm (inf when bench is 0 and NPU is not)."""
+        if self.stat_rel is not None:
+            return self.stat_rel
         if self.npu_stats is None or self.bench_stats is None:
             return [None] * 4
         return [_relative(a, b) for a, b in zip(self.npu_stats, self.bench_stats, strict=False)]
@@ -216,9 +222,19 @@ def statistics_errors(rows: Sequence[Row], tolerance: float) -> None:
         diff = np.abs(a - b)
         relative = np.where(bases > 0, diff / np.where(bases > 0, bases, 1.0), diff)
         relative = np.where(finite, relative, np.where(same, 0.0, np.inf))
+        signed = np.where(same, 0.0, a - b)  # NPU minus bench; equal infinities differ by 0
+        ratio = np.where(signed == 0, 0.0, np.abs(signed) / np.abs(b))  # bench 0: inf
     relative = np.where(known, relative, -1.0)
     worst = relative.max(axis=1)
-    for row, error in zip(chosen, worst.tolist(), strict=True):
+    everything = known.all(axis=1).tolist()
+    for row, error, diff, rel, known_row, whole in zip(
+        chosen, worst.tolist(), signed.tolist(), ratio.tolist(), known.tolist(), everything, strict=True
+    ):
+        if whole:
+            row.stat_diff, row.stat_rel = diff, rel
+        else:
+            row.stat_diff = [d if k else None for d, k in zip(diff, known_row, strict=True)]
+            row.stat_rel = [r if k else None for r, k in zip(rel, known_row, strict=True)]
         if error < 0:  # no statistic both sides recorded
             continue
         row.error = error
