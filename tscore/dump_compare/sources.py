@@ -272,7 +272,7 @@ def _msprobe_items(
         for index, inner in enumerate(value):
             _msprobe_items(role, (*path, str(index)), inner, call, tensors, out)
         return
-    if not isinstance(value, Mapping):
+    if not isinstance(value, dict):  # JSON gives dicts: no abstract Mapping check per value
         out.append(Item(role, joined, name, is_tensor=False, dtype=type(value).__name__, value=value))
         return
     kind = str(value.get("type", ""))
