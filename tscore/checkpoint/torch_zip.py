@@ -79,8 +79,25 @@ class _Unpickler(pickle.Unpickler):
         return _Storage(dtype, str(pid[2]))
 
 
+def _member_offset(path: str, info: zipfile.ZipInfo) -> int | None:
+    """Where a stored (uncompressed) member's bytes begin in the file; None when compressed."""
+    if info.compress_type != zipfile.ZIP_STORED:
+        return None
+    with open(path, "rb") as stream:
+        stream.seek(info.header_offset)
+        header = stream.read(30)
+    if header[:4] != b"PK\x03\x04":
+        return None
+    name_length = int.from_bytes(header[26:28], "little")
+    extra_length = int.from_bytes(header[28:30], "little")
+    return info.header_offset + 30 + name_length + extra_length
+
+
 def read_torch_tensor(path: str) -> np.ndarray:
     """Return the one tensor of a torch zip file as a numpy array (bfloat16 as ``ml_dtypes``).
+
+    The tensor's bytes are memory-mapped where torch stored them uncompressed (it always
+    does), so a large tensor is read as the comparison walks it, not all at once.
 
     :raises TorchZipError: when the file is not a torch zip of one plain tensor.
     :raises OSError: when it cannot be read.
@@ -100,16 +117,24 @@ def read_torch_tensor(path: str) -> np.ndarray:
         if not (isinstance(built, tuple) and len(built) == 4 and isinstance(built[0], _Storage)):
             raise TorchZipError(f"{path}: holds {type(built).__name__}, not one tensor")
         storage, offset, size, stride = built
-        raw = archive.read(f"{prefix}data/{storage.key}")
-    dtype = storage.dtype.newbyteorder("<" if order == "little" else ">")
-    flat = np.frombuffer(raw, dtype=dtype)
-    if not size:
-        return flat[offset : offset + 1].reshape(()).copy()
-    needed = offset + sum((n - 1) * s for n, s in zip(size, stride, strict=True)) + 1
+        member = archive.getinfo(f"{prefix}data/{storage.key}")
+        dtype = storage.dtype.newbyteorder("<" if order == "little" else ">")
+        start = _member_offset(path, member)
+        count = member.file_size // dtype.itemsize
+        if start is None or count == 0:
+            flat = np.frombuffer(archive.read(member), dtype=dtype)
+        else:
+            flat = np.memmap(path, dtype=dtype, mode="r", offset=start, shape=(count,))
     if any(n == 0 for n in size):
         return np.zeros(size, dtype=dtype)
+    if not size:
+        return np.array(flat[offset], dtype=dtype)
+    needed = offset + sum((n - 1) * s for n, s in zip(size, stride, strict=True)) + 1
     if needed > flat.size:
         raise TorchZipError(f"{path}: the tensor reaches past its storage ({needed} > {flat.size})")
+    contiguous = list(stride) == [int(np.prod(size[i + 1 :])) for i in range(len(size))]
+    if contiguous:  # the usual case: a view of the mapped file, no copy
+        return np.asarray(flat[offset : offset + int(np.prod(size))]).reshape(size)
     view = np.lib.stride_tricks.as_strided(
         flat[offset:], shape=size, strides=[s * dtype.itemsize for s in stride], writeable=False
     )
