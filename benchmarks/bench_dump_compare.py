@@ -117,7 +117,7 @@ def tscore_worker(npu: str, bench: str, output: str) -> None:
 
     report = compare_dumps(npu, bench, output)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    first = report.first_error.npu_call if report.first_error else None
+    first = report.first_error.target_call if report.first_error else None
     print(json.dumps({"seconds": report.seconds, "peak_mb": peak, "rows": len(report.rows), "first": first}))
 
 

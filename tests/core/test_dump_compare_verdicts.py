@@ -86,7 +86,7 @@ def test_a_call_whose_outputs_differ_while_its_inputs_agree_is_the_first_own_err
         write_dump(tmp_path / "bad", chain(bad), tensors), write_dump(tmp_path / "good", chain(good), tensors)
     )
     assert [v.status for v in report.calls] == ["ok", "ok", "own", "inherited", "inherited", "inherited"]
-    assert report.first_error is not None and report.first_error.npu_call == "Functional_linear_0_forward"
+    assert report.first_error is not None and report.first_error.target_call == "Functional_linear_0_forward"
     assert not report.passed
 
 
@@ -128,9 +128,9 @@ def test_nan_at_other_positions_is_a_difference_and_nan_at_the_same_ones_is_not(
     agree = compare_dumps(write_dump(tmp_path / "same", chain(same_nan)), bench)
     assert agree.passed
     differ = compare_dumps(write_dump(tmp_path / "moved", chain(moved_nan)), bench)
-    row = next(r for r in differ.rows if r.npu_name == "Functional_relu_0_forward_output")
+    row = next(r for r in differ.rows if r.target_name == "Functional_relu_0_forward_output")
     assert row.accuracy == "No" and row.error == math.inf and "NaN/inf differ" in row.message
-    assert differ.first_error is not None and differ.first_error.npu_call == "Functional_relu_0_forward"
+    assert differ.first_error is not None and differ.first_error.target_call == "Functional_relu_0_forward"
 
 
 def test_a_call_only_the_bench_run_made_sits_in_execution_order_and_changes_no_verdict(tmp_path) -> None:
@@ -142,7 +142,7 @@ def test_a_call_only_the_bench_run_made_sits_in_execution_order_and_changes_no_v
         *npu_calls[2:],
     ]  # one more call in the bench run
     report = compare_dumps(write_dump(tmp_path / "n", npu_calls), write_dump(tmp_path / "b", bench_calls))
-    order = [(v.npu_call, v.bench_call, v.status) for v in report.calls]
+    order = [(v.target_call, v.orig_call, v.status) for v in report.calls]
     assert order[2] == (None, "Functional_add_0_forward", "unpaired")
     assert [s for _, _, s in order if s != "unpaired"] == ["ok"] * 4
     assert order[3][:2] == ("Functional_linear_0_forward", "Functional_linear_0_forward")
@@ -159,9 +159,9 @@ def test_a_missing_tensor_file_falls_back_to_the_statistics_and_never_claims_agr
     for file in (npu / "tensors").glob("Functional_relu_0_forward_output*.npy"):
         file.unlink()
     report = compare_dumps(npu, bench)
-    row = next(r for r in report.rows if r.npu_name == "Functional_relu_0_forward_output")
+    row = next(r for r in report.rows if r.target_name == "Functional_relu_0_forward_output")
     assert row.basis == "statistics" and "compared by its statistics" in row.message and row.accuracy == "No"
-    assert report.first_error is not None and report.first_error.npu_call == "Functional_relu_0_forward"
+    assert report.first_error is not None and report.first_error.target_call == "Functional_relu_0_forward"
 
 
 def test_compare_distributed_accepts_msprobes_proc_folder_and_reports_a_bad_rank_in_its_summary(

@@ -70,7 +70,7 @@ def test_the_same_run_twice_agrees_call_for_call(tmp_path, task) -> None:
 def test_perturbed_weights_are_named_at_the_first_call_that_uses_them(tmp_path, task) -> None:
     report = compare_dumps(dump(tmp_path / "p", task, "conv2"), dump(tmp_path / "b", task))
     first = report.first_error
-    assert first is not None and first.npu_call == "Functional_conv2d_1_forward"
+    assert first is not None and first.target_call == "Functional_conv2d_1_forward"
     assert first.status == "weights" and "input.1" in first.reason
     assert first.where is not None and first.where.startswith(
         str(Path("tests/data/msprobe_net.py").resolve())
@@ -87,17 +87,19 @@ def test_perturbed_weights_are_named_at_the_first_call_that_uses_them(tmp_path, 
 def test_an_api_called_with_another_option_is_its_own_error_and_what_follows_inherits(tmp_path) -> None:
     report = compare_dumps(dump_small(tmp_path / "steep", slope=0.2), dump_small(tmp_path / "plain"))
     first = report.first_error
-    assert first is not None and first.npu_call == "Functional_leaky_relu_0_forward" and first.status == "own"
+    assert (
+        first is not None and first.target_call == "Functional_leaky_relu_0_forward" and first.status == "own"
+    )
     assert "0.2 vs 0.01" in first.reason
     forward = [v for v in report.calls if v.direction == "forward"]
-    before = forward[: [v.npu_call for v in forward].index(first.npu_call)]
+    before = forward[: [v.target_call for v in forward].index(first.target_call)]
     assert before and all(v.status == "ok" for v in before)
-    assert next(v for v in forward if v.npu_call == "Functional_linear_1_forward").status == "inherited"
+    assert next(v for v in forward if v.target_call == "Functional_linear_1_forward").status == "inherited"
 
 
 def test_one_extra_call_shifts_nothing_else(tmp_path) -> None:
     report = compare_dumps(dump_small(tmp_path / "extra", extra_relu=True), dump_small(tmp_path / "plain"))
-    unpaired = sorted(v.npu_call or "" for v in report.calls if v.status == "unpaired")
+    unpaired = sorted(v.target_call or "" for v in report.calls if v.status == "unpaired")
     # the two first relus look alike (same shapes, same values): either may be the extra one
     assert unpaired in (
         ["Torch_relu_0_backward", "Torch_relu_0_forward"],
@@ -105,8 +107,8 @@ def test_one_extra_call_shifts_nothing_else(tmp_path) -> None:
     )
     assert report.passed and report.first_error is None
     # the last relu is relu_2 in one run and relu_1 in the other: paired by alignment, and agreeing
-    last = next(v for v in report.calls if v.npu_call == "Torch_relu_2_forward")
-    assert (last.bench_call, last.how, last.status) == ("Torch_relu_1_forward", "aligned", "ok")
+    last = next(v for v in report.calls if v.target_call == "Torch_relu_2_forward")
+    assert (last.orig_call, last.how, last.status) == ("Torch_relu_1_forward", "aligned", "ok")
 
 
 @pytest.mark.parametrize("task", ["statistics", "tensor"])
@@ -114,14 +116,17 @@ def test_real_msprobe_dumps_compare_with_each_other_and_with_tscore(tmp_path, ta
     base, perturbed = MSPROBE / task / "base/step0/rank0", MSPROBE / task / "perturbed/step0/rank0"
     assert read_dump(base).format == "msprobe" and read_dump(base).task == task
     between = compare_dumps(perturbed, base)
-    assert between.first_error is not None and between.first_error.npu_call == "Functional_conv2d_1_forward"
+    assert (
+        between.first_error is not None and between.first_error.target_call == "Functional_conv2d_1_forward"
+    )
     ours = dump(tmp_path / "ours", task)
     same = compare_dumps(base, ours)  # msprobe's run against tscore's of the same step
     assert same.passed, same.summary()
+    assert (same.target_label, same.orig_label) == ("msprobe dump, pytorch", "tscore dump, torch")
     paired = [v for v in same.calls if v.status != "unpaired"]
     assert len(paired) == 12 and all(v.status == "ok" for v in paired)
     # msprobe does not dump torch.flatten: tscore's two flatten calls are rows without a partner
-    assert sorted(v.bench_call or "" for v in same.calls if v.status == "unpaired") == [
+    assert sorted(v.orig_call or "" for v in same.calls if v.status == "unpaired") == [
         "Torch_flatten_0_backward",
         "Torch_flatten_0_forward",
     ]
@@ -168,8 +173,8 @@ def test_ptdbg_compare_with_its_keys_writes_its_csv_and_advisor(tmp_path) -> Non
         str(out),
         True,
     )
-    assert report.npu_format == "ptdbg" and report.basis == "tensor"
-    assert report.first_error is not None and report.first_error.npu_call == "Functional_conv2d_1_forward"
+    assert report.target_format == "ptdbg" and report.basis == "tensor"
+    assert report.first_error is not None and report.first_error.target_call == "Functional_conv2d_1_forward"
     names = sorted(os.listdir(out))
     assert names[0].startswith("advisor_") and names[1].startswith("compare_result_")
     with open(out / names[1], encoding="utf-8") as stream:
@@ -225,7 +230,7 @@ def test_compare_distributed_pairs_ranks_and_refuses_unequal_counts(tmp_path) ->
         "compare_result_rank0-rank0_"
     )
     local = compare_distributed(str(tmp_path / "npu"), str(tmp_path / "bench"), str(out))  # local processes
-    assert [r.first_error.npu_call if r.first_error else None for r in local] == [
+    assert [r.first_error.target_call if r.first_error else None for r in local] == [
         None,
         "Functional_conv2d_1_forward",
     ]
@@ -251,7 +256,9 @@ def test_compare_distributed_on_a_dask_local_cluster(tmp_path) -> None:
             )
     # rank 1 of the NPU run holds the perturbed weight: its pair, and only its pair, says so from the tensors
     assert [r.passed for r in reports] == [True, False]
-    assert reports[1].basis == "tensor" and reports[1].first_error.npu_call == "Functional_conv2d_1_forward"
+    assert (
+        reports[1].basis == "tensor" and reports[1].first_error.target_call == "Functional_conv2d_1_forward"
+    )
     assert sorted(f for f in os.listdir(out) if f.endswith(".csv"))[:2] == sorted(
         f for f in os.listdir(out) if f.startswith("compare_result_rank")
     )

@@ -75,8 +75,8 @@ def _no_cyclic_gc() -> Iterator[None]:
 
 
 def compare_sources(
-    npu: DumpSource,
-    bench: DumpSource,
+    target: DumpSource,
+    orig: DumpSource,
     *,
     tolerance: float = DEFAULT_TOLERANCE,
     api_map: Mapping[str, str] | None = None,
@@ -88,14 +88,14 @@ def compare_sources(
     :param workers: threads comparing tensor files (default: one a core, at most 4; 1: none).
     """
     began = time.perf_counter()
-    use_tensors = npu.has_tensors and bench.has_tensors
-    basis = "tensor" if use_tensors else ("md5" if npu.task == bench.task == "md5" else "statistics")
+    use_tensors = target.has_tensors and orig.has_tensors
+    basis = "tensor" if use_tensors else ("md5" if target.task == orig.task == "md5" else "statistics")
     verdicts: list[CallVerdict] = []
-    pairs = pair_calls(npu.calls, bench.calls, api_map)
+    pairs = pair_calls(target.calls, orig.calls, api_map)
     rows_of = []
     values: list[tuple[Any, Any]] = []
     for pair in pairs:
-        items = pair_items(pair.npu, pair.bench)
+        items = pair_items(pair.target, pair.orig)
         rows_of.append(list(range(len(values), len(values) + len(items))))
         values += items
 
@@ -111,9 +111,9 @@ def compare_sources(
     statistics_errors(rows, tolerance)
     forward_errors: dict[tuple[str, str, str, int], float | None] = {}  # what each forward call saw and made
     for pair, indexes in zip(pairs, rows_of, strict=True):
-        call = pair.npu or pair.bench
+        call = pair.target or pair.orig
         assert call is not None
-        side = "npu" if pair.npu is not None else "bench"  # numbers of the two runs are not one count
+        side = "target" if pair.target is not None else "orig"  # numbers of the two runs are not one count
         identity = (side, call.name.prefix, call.name.api, call.name.index)
         saved = forward_errors.get(identity) if call.name.direction == "backward" else None
         verdict = judge_call(pair, rows, indexes, tolerance, saved_error=saved)
@@ -122,10 +122,12 @@ def compare_sources(
             forward_errors[identity] = max(known) if known else None
         verdicts.append(verdict)
     report = DumpCompareReport.model_construct(  # rows and verdicts are built here: nothing to validate
-        npu_path=npu.path,
-        bench_path=bench.path,
-        npu_format=npu.format,
-        bench_format=bench.format,
+        target_path=target.path,
+        orig_path=orig.path,
+        target_format=target.format,
+        orig_format=orig.format,
+        target_label=target.label,
+        orig_label=orig.label,
         basis=basis,
         tolerance=tolerance,
         rows=rows,
@@ -137,8 +139,8 @@ def compare_sources(
 
 
 def compare_dumps(
-    npu_path: str | os.PathLike[str],
-    bench_path: str | os.PathLike[str],
+    target_path: str | os.PathLike[str],
+    orig_path: str | os.PathLike[str],
     output_path: str | os.PathLike[str] | None = None,
     *,
     stack_mode: bool = False,
@@ -148,22 +150,22 @@ def compare_dumps(
     suffix: str = "",
     print_level: int = 0,
     kernel: str | None = None,
-    npu_data_dir: str | None = None,
-    bench_data_dir: str | None = None,
+    target_data_dir: str | None = None,
+    orig_data_dir: str | None = None,
 ) -> DumpCompareReport:
     """Compare two dumps of any format (tscore, msprobe, ptdbg_ascend); write ptdbg's files when asked.
 
-    :param npu_path: the run to check: a dump folder of one step and rank, its records file, or a
+    :param target_path: the run to check: a dump folder of one step and rank, its records file, or a
         dump_path holding exactly one such folder.
-    :param bench_path: the run it is checked against.
+    :param orig_path: the run it is checked against.
     :param output_path: an existing folder for ``compare_result{suffix}_{timestamp}.csv`` and, with
         ``auto_analyze``, ``advisor{suffix}_{timestamp}.txt``; None writes nothing.
     :param stack_mode: add the NPU_Stack_Info column.
     :param tolerance: the scale-free error (relative L2, or relative statistics) above which a
         value differs.
     :param print_level: 0 prints nothing, 1 the summary line.
-    :param npu_data_dir: for a ptdbg ``.pkl``, its folder of ``.npy`` files when not beside it
-        under the ``.pkl``'s name (``bench_data_dir`` likewise).
+    :param target_data_dir: for a ptdbg ``.pkl``, its folder of ``.npy`` files when not beside it
+        under the ``.pkl``'s name (``orig_data_dir`` likewise).
     :raises DumpReadError: naming a path that holds no dump.
     :raises TargetPathError: naming ``output_path`` when it is not an existing folder.
     """
@@ -173,9 +175,9 @@ def compare_dumps(
     if out_folder is not None and not os.path.isdir(out_folder):
         raise TargetPathError(f"output_path {out_folder!r} is not an existing folder; create it first")
     with _no_cyclic_gc():
-        npu = read_dump(_dump_folder(os.fspath(npu_path), "npu"), npu_data_dir)
-        bench = read_dump(_dump_folder(os.fspath(bench_path), "bench"), bench_data_dir)
-        report = compare_sources(npu, bench, tolerance=tolerance, api_map=api_map, kernel=kernel)
+        target = read_dump(_dump_folder(os.fspath(target_path), "target"), target_data_dir)
+        orig = read_dump(_dump_folder(os.fspath(orig_path), "orig"), orig_data_dir)
+        report = compare_sources(target, orig, tolerance=tolerance, api_map=api_map, kernel=kernel)
     if out_folder is not None:
         stamp = time.strftime("%Y%m%d%H%M%S")
         csv_path = os.path.join(out_folder, f"compare_result{suffix}_{stamp}.csv")
@@ -232,14 +234,14 @@ def compare(
         data_dirs[side] = os.fspath(data) if data and os.fspath(data) != sides[side] else None
     stack_mode = stack_mode or bool(dump_result_param.get("stack_json_path"))
     return compare_dumps(
-        sides["npu"],
+        sides["npu"],  # ptdbg's NPU run is the one checked: the target
         sides["bench"],
         output_path,
         stack_mode=stack_mode,
         auto_analyze=auto_analyze,
         print_level=1 if dump_result_param.get("is_print_compare_log") else 0,
-        npu_data_dir=data_dirs["npu"],
-        bench_data_dir=data_dirs["bench"],
+        target_data_dir=data_dirs["npu"],
+        orig_data_dir=data_dirs["bench"],
         **kwargs,
     )
 

@@ -27,8 +27,8 @@ _FORWARD = ("forward",)
 class CallPair:
     """Two calls taken to be the same (either may be None: no partner)."""
 
-    npu: Call | None
-    bench: Call | None
+    target: Call | None
+    orig: Call | None
     how: str  # "name", "aligned" (by sequence), "kind" (same API, other shapes), "unpaired"
 
 
@@ -44,13 +44,13 @@ def _signature(call: Call, api_map: Mapping[str, str]) -> Hashable:
 
 
 def _align(
-    npu: Sequence[Call], bench: Sequence[Call], api_map: Mapping[str, str], how_equal: str
+    target: Sequence[Call], orig: Sequence[Call], api_map: Mapping[str, str], how_equal: str
 ) -> list[CallPair]:
     """Pair two sequences of calls by alignment over their signatures, then their kinds."""
-    if [c.label for c in npu] == [c.label for c in bench]:
-        return [CallPair(a, b, "name") for a, b in zip(npu, bench, strict=True)]
-    mine = [_signature(c, api_map) for c in npu]
-    theirs = [_signature(c, api_map) for c in bench]
+    if [c.label for c in target] == [c.label for c in orig]:
+        return [CallPair(a, b, "name") for a, b in zip(target, orig, strict=True)]
+    mine = [_signature(c, api_map) for c in target]
+    theirs = [_signature(c, api_map) for c in orig]
     # the common head and tail pair at once: the matcher (quadratic at worst) sees only the middle
     head = 0
     while head < min(len(mine), len(theirs)) and mine[head] == theirs[head]:
@@ -60,38 +60,38 @@ def _align(
         tail += 1
     pairs: list[CallPair] = [
         CallPair(a, b, "name" if a.label == b.label else how_equal)
-        for a, b in zip(npu[:head], bench[:head], strict=True)
+        for a, b in zip(target[:head], orig[:head], strict=True)
     ]
-    end_mine, end_theirs = len(npu) - tail, len(bench) - tail
+    end_mine, end_theirs = len(target) - tail, len(orig) - tail
     matcher = difflib.SequenceMatcher(None, mine[head:end_mine], theirs[head:end_theirs], autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         i1, i2, j1, j2 = i1 + head, i2 + head, j1 + head, j2 + head
         if tag == "equal":
             pairs += [
                 CallPair(a, b, "name" if a.label == b.label else how_equal)
-                for a, b in zip(npu[i1:i2], bench[j1:j2], strict=True)
+                for a, b in zip(target[i1:i2], orig[j1:j2], strict=True)
             ]
             continue
-        pairs += _pair_kinds(npu[i1:i2], bench[j1:j2], api_map)
+        pairs += _pair_kinds(target[i1:i2], orig[j1:j2], api_map)
     pairs += [
         CallPair(a, b, "name" if a.label == b.label else how_equal)
-        for a, b in zip(npu[end_mine:], bench[end_theirs:], strict=True)
+        for a, b in zip(target[end_mine:], orig[end_theirs:], strict=True)
     ]
     return pairs
 
 
-def _pair_kinds(npu: Sequence[Call], bench: Sequence[Call], api_map: Mapping[str, str]) -> list[CallPair]:
+def _pair_kinds(target: Sequence[Call], orig: Sequence[Call], api_map: Mapping[str, str]) -> list[CallPair]:
     """Within a stretch whose signatures differ, pair calls of the same kind in order; the rest alone."""
     pairs: list[CallPair] = []
     matcher = difflib.SequenceMatcher(
-        None, [_kind(c, api_map) for c in npu], [_kind(c, api_map) for c in bench], autojunk=False
+        None, [_kind(c, api_map) for c in target], [_kind(c, api_map) for c in orig], autojunk=False
     )
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
-            pairs += [CallPair(a, b, "kind") for a, b in zip(npu[i1:i2], bench[j1:j2], strict=True)]
+            pairs += [CallPair(a, b, "kind") for a, b in zip(target[i1:i2], orig[j1:j2], strict=True)]
         else:
-            pairs += [CallPair(a, None, "unpaired") for a in npu[i1:i2]]
-            pairs += [CallPair(None, b, "unpaired") for b in bench[j1:j2]]
+            pairs += [CallPair(a, None, "unpaired") for a in target[i1:i2]]
+            pairs += [CallPair(None, b, "unpaired") for b in orig[j1:j2]]
     return pairs
 
 
@@ -100,61 +100,61 @@ def _call_id(call: Call) -> tuple[str, str, int]:
 
 
 def pair_calls(
-    npu: Sequence[Call], bench: Sequence[Call], api_map: Mapping[str, str] | None = None
+    target: Sequence[Call], orig: Sequence[Call], api_map: Mapping[str, str] | None = None
 ) -> list[CallPair]:
     """Pair the calls of two dumps; every call of either side is in exactly one pair.
 
     :param api_map: ``{"Prefix.api" of one side: "Prefix.api" of the other}`` for runs of two
         frameworks whose APIs are named differently; applied to both sides' names.
-    :return: pairs in the NPU side's order (calls only the bench side has, where they fall).
+    :return: pairs in the target side's order (calls only the orig side has, where they fall).
     """
     mapping = dict(api_map or {})
     forward = _align(
-        [c for c in npu if c.name.direction in _FORWARD],
-        [c for c in bench if c.name.direction in _FORWARD],
+        [c for c in target if c.name.direction in _FORWARD],
+        [c for c in orig if c.name.direction in _FORWARD],
         mapping,
         "aligned",
     )
     partner = {
-        _call_id(p.npu): _call_id(p.bench) for p in forward if p.npu is not None and p.bench is not None
+        _call_id(p.target): _call_id(p.orig) for p in forward if p.target is not None and p.orig is not None
     }
-    bench_backward = {(_call_id(c), c.name.direction): c for c in bench if c.name.direction not in _FORWARD}
+    orig_backward = {(_call_id(c), c.name.direction): c for c in orig if c.name.direction not in _FORWARD}
     backward: list[CallPair] = []
-    left_npu: list[Call] = []
-    for call in (c for c in npu if c.name.direction not in _FORWARD):
+    left_target: list[Call] = []
+    for call in (c for c in target if c.name.direction not in _FORWARD):
         other = partner.get(_call_id(call), _call_id(call) if call.name.direction != "backward" else None)
-        found = bench_backward.pop((other, call.name.direction), None) if other is not None else None
+        found = orig_backward.pop((other, call.name.direction), None) if other is not None else None
         if found is None:
-            left_npu.append(call)
+            left_target.append(call)
         else:
             backward.append(CallPair(call, found, "name" if found.label == call.label else "aligned"))
-    if left_npu or bench_backward:
-        rest = sorted(bench_backward.values(), key=lambda c: c.order)
-        backward = _in_order(backward) + _align(left_npu, rest, mapping, "aligned")
+    if left_target or orig_backward:
+        rest = sorted(orig_backward.values(), key=lambda c: c.order)
+        backward = _in_order(backward) + _align(left_target, rest, mapping, "aligned")
     return _in_order(_in_order(forward) + _in_order(backward))
 
 
 def _in_order(pairs: list[CallPair]) -> list[CallPair]:
-    """Order pairs by the NPU call's position; a call only the bench run made stays after its neighbour.
+    """Order pairs by the target call's position; a call only the orig run made stays after its neighbour.
 
-    Pairs come in their sequence's order; a bench-only pair takes the position of the pair
+    Pairs come in their sequence's order; an orig-only pair takes the position of the pair
     before it (plus a little), never its own index, which counts the other run's calls.
     """
     keyed = []
     last = -1.0
     for position, pair in enumerate(pairs):
-        if pair.npu is not None:
-            last = float(pair.npu.order)
+        if pair.target is not None:
+            last = float(pair.target.order)
             keyed.append((last, position, pair))
         else:
             keyed.append((last + 0.5, position, pair))
     return [pair for _, _, pair in sorted(keyed, key=lambda k: (k[0], k[1]))]
 
 
-def pair_items(npu: Call | None, bench: Call | None) -> list[tuple[Item | None, Item | None]]:
+def pair_items(target: Call | None, orig: Call | None) -> list[tuple[Item | None, Item | None]]:
     """Pair the values of two paired calls by where they sat (input 0, output, kwarg ``bias`` ...)."""
-    mine = list(npu.items) if npu is not None else []
-    theirs = {item.slot: item for item in (bench.items if bench is not None else ())}
+    mine = list(target.items) if target is not None else []
+    theirs = {item.slot: item for item in (orig.items if orig is not None else ())}
     pairs: list[tuple[Item | None, Item | None]] = []
     for item in mine:
         pairs.append((item, theirs.pop(item.slot, None)))

@@ -59,10 +59,12 @@ class DumpCompareReport(BaseModel):
 
     model_config = ConfigDict(ser_json_inf_nan="strings")
 
-    npu_path: str
-    bench_path: str
-    npu_format: str
-    bench_format: str
+    target_path: str
+    orig_path: str
+    target_format: str
+    orig_format: str
+    target_label: str = ""  # what made each side's dump, with its framework: for people to read
+    orig_label: str = ""
     basis: str  # "tensor", "statistics" or "md5": what the rows mostly compare
     tolerance: float
     rows: list[Row]
@@ -101,7 +103,7 @@ class DumpCompareReport(BaseModel):
                 f"no dumped call has an error of its own: the first that differs, {failing.label}, already "
                 f"receives differing inputs; {tally}"
             )
-        name = first.npu_call or first.bench_call
+        name = first.target_call or first.orig_call
         where = f" at {first.where}" if first.where else ""
         module = f" in module {first.module!r}" if first.module and first.module != OUTSIDE else ""
         certainty = " (from statistics: less certain)" if first.basis == "statistics" else ""
@@ -131,12 +133,12 @@ class DumpCompareReport(BaseModel):
         for index in sorted(verdict_of):
             row, verdict = self.rows[index], verdict_of[index]
             cells: list[Any] = [
-                row.npu_name or "N/A",
-                row.bench_name or "N/A",
-                row.npu_dtype or "N/A",
-                row.bench_dtype or "N/A",
-                _shape(row.npu_shape),
-                _shape(row.bench_shape),
+                row.target_name or "N/A",
+                row.orig_name or "N/A",
+                row.target_dtype or "N/A",
+                row.orig_dtype or "N/A",
+                _shape(row.target_shape),
+                _shape(row.orig_shape),
             ]
             if self.basis == "tensor":
                 cells += [
@@ -151,10 +153,10 @@ class DumpCompareReport(BaseModel):
                     )
                 ]
             elif self.basis == "md5":
-                cells += [row.npu_md5 or "N/A", row.bench_md5 or "N/A"]
+                cells += [row.target_md5 or "N/A", row.orig_md5 or "N/A"]
             else:
                 cells += [_cell(v) for v in row.stat_diffs] + [_percent(v) for v in row.stat_relative]
-            for stats in (row.npu_stats, row.bench_stats):
+            for stats in (row.target_stats, row.orig_stats):
                 cells += [_cell(v) for v in (stats or (None,) * 4)]
             cells += [row.accuracy, row.message, verdict.status, verdict.module or ""]
             if stack_mode:

@@ -40,24 +40,24 @@ class Row:
     thousands of rows, and the report (pydantic) serialises them all the same.
     """
 
-    npu_name: str | None
-    bench_name: str | None
+    target_name: str | None
+    orig_name: str | None
     role: str
     path: str
-    npu_dtype: str | None = None
-    bench_dtype: str | None = None
-    npu_shape: tuple[int, ...] | None = None
-    bench_shape: tuple[int, ...] | None = None
+    target_dtype: str | None = None
+    orig_dtype: str | None = None
+    target_shape: tuple[int, ...] | None = None
+    orig_shape: tuple[int, ...] | None = None
     cosine: float | None = None
     euc_dist: float | None = None
     max_abs_err: float | None = None
     max_relative_err: float | None = None
     one_thousandth: float | None = None
     five_thousandths: float | None = None
-    npu_stats: tuple[float | None, ...] | None = None  # max, min, mean, norm
-    bench_stats: tuple[float | None, ...] | None = None
-    npu_md5: str | None = None
-    bench_md5: str | None = None
+    target_stats: tuple[float | None, ...] | None = None  # max, min, mean, norm
+    orig_stats: tuple[float | None, ...] | None = None
+    target_md5: str | None = None
+    orig_md5: str | None = None
     basis: str = "none"  # what was compared: "tensor", "statistics", "md5", "value", "none"
     error: float | None = None  # scale-free disagreement; 0 when equal; inf when it cannot agree
     accuracy: str = "N/A"  # ptdbg's "Accuracy Reached or Not": Yes, No, Unmatched, Nan, N/A
@@ -67,21 +67,21 @@ class Row:
 
     @property
     def stat_diffs(self) -> list[float | None]:
-        """NPU minus bench, for max, min, mean and norm (None where a side has none)."""
+        """Target minus orig, for max, min, mean and norm (None where a side has none)."""
         if self.stat_diff is not None:
             return self.stat_diff
-        if self.npu_stats is None or self.bench_stats is None:
+        if self.target_stats is None or self.orig_stats is None:
             return [None] * 4
-        return [_sub(a, b) for a, b in zip(self.npu_stats, self.bench_stats, strict=False)]
+        return [_sub(a, b) for a, b in zip(self.target_stats, self.orig_stats, strict=False)]
 
     @property
     def stat_relative(self) -> list[float | None]:
-        """``|diff / bench|`` for max, min, mean and norm (inf when bench is 0 and NPU is not)."""
+        """``|diff / orig|`` for max, min, mean and norm (inf when orig is 0 and target is not)."""
         if self.stat_rel is not None:
             return self.stat_rel
-        if self.npu_stats is None or self.bench_stats is None:
+        if self.target_stats is None or self.orig_stats is None:
             return [None] * 4
-        return [_relative(a, b) for a, b in zip(self.npu_stats, self.bench_stats, strict=False)]
+        return [_relative(a, b) for a, b in zip(self.target_stats, self.orig_stats, strict=False)]
 
 
 def _sub(a: float | None, b: float | None) -> float | None:
@@ -101,11 +101,11 @@ def _relative(a: float | None, b: float | None) -> float | None:
     return abs(diff / b) if b != 0 else math.inf
 
 
-_DEVICE = re.compile(r"^(cpu|cuda|npu|gpu|xpu|mps|meta|ascend)(:\w*)?$", re.IGNORECASE)
+_DEVICE = re.compile(r"^(cpu|cuda|target|gpu|xpu|mps|meta|ascend)(:\w*)?$", re.IGNORECASE)
 
 
 def _same_value(a: Any, b: Any) -> bool:
-    """Say whether two plain arguments agree: NaN agrees with NaN, and any two devices (``npu:0``) do."""
+    """Say whether two plain arguments agree: NaN agrees with NaN, and any two devices (``target:0``) do."""
     if a == b:
         return True
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
@@ -151,6 +151,8 @@ def _tensor_metrics(row: dict[str, Any], a: np.ndarray, b: np.ndarray, kernel: s
         row["message"] = f"shapes differ ({a.shape} vs {b.shape}); values not compared"
         return
     x, y = (a, b) if a.shape == b.shape else (a.reshape(-1), b.reshape(-1))
+    # the engine's first array is our target and its relative error divides by the second (our orig,
+    # the reference), as ptdbg's does; so its orig_* counts below are the target's
     stats: PairStats = logical_stats(x, y, 0.0, 0.0, True, kernel)
     row["basis"] = "tensor"
     row["cosine"] = 1.0 if stats.elements == 0 else stats.cosine
@@ -171,13 +173,13 @@ def _tensor_metrics(row: dict[str, Any], a: np.ndarray, b: np.ndarray, kernel: s
     if stats.finite == 0:
         error = 0.0
     else:
-        bench_norm = math.sqrt(stats.dot_bb)
+        orig_norm = math.sqrt(stats.dot_bb)
         distance = stats.euclidean or 0.0
-        error = distance / bench_norm if bench_norm > 0 else distance
+        error = distance / orig_norm if orig_norm > 0 else distance
     row["error"] = math.inf if nonfinite_differ else error
     if nonfinite_differ:
         row["message"] = (
-            f"NaN/inf differ: NPU {stats.orig_nan} NaN {stats.orig_inf} inf, bench {stats.target_nan} NaN "
+            f"NaN/inf differ: target {stats.orig_nan} NaN {stats.orig_inf} inf, orig {stats.target_nan} NaN "
             f"{stats.target_inf} inf"
         )
     if a.shape != b.shape:
@@ -200,17 +202,17 @@ def _stats_matrix(stats: Sequence[Sequence[float | None]]) -> tuple[np.ndarray, 
 def statistics_errors(rows: Sequence[Row], tolerance: float) -> None:
     """Set the error and accuracy of every statistics row at once (vectorised over the rows).
 
-    A row's error is the largest difference of max, min and mean over the bench's range
-    (the larger of its |max| and |min|), and of the norm over the bench's norm; absolute
+    A row's error is the largest difference of max, min and mean over the orig's range
+    (the larger of its |max| and |min|), and of the norm over the orig's norm; absolute
     where that scale is 0. A statistic finite on one side and not on the other, or two
     different infinities, is an infinite error; equal infinities and NaN on both sides
     agree; a statistic one side did not record (msprobe's mean of an integer tensor) is left out.
     """
-    chosen = [r for r in rows if r.basis == "statistics" and r.npu_stats and r.bench_stats]
+    chosen = [r for r in rows if r.basis == "statistics" and r.target_stats and r.orig_stats]
     if not chosen:
         return
-    a, given_a = _stats_matrix([r.npu_stats or () for r in chosen])
-    b, given_b = _stats_matrix([r.bench_stats or () for r in chosen])
+    a, given_a = _stats_matrix([r.target_stats or () for r in chosen])
+    b, given_b = _stats_matrix([r.orig_stats or () for r in chosen])
     known = given_a & given_b
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         same = (a == b) | (np.isnan(a) & np.isnan(b))
@@ -222,8 +224,8 @@ def statistics_errors(rows: Sequence[Row], tolerance: float) -> None:
         diff = np.abs(a - b)
         relative = np.where(bases > 0, diff / np.where(bases > 0, bases, 1.0), diff)
         relative = np.where(finite, relative, np.where(same, 0.0, np.inf))
-        signed = np.where(same, 0.0, a - b)  # NPU minus bench; equal infinities differ by 0
-        ratio = np.where(signed == 0, 0.0, np.abs(signed) / np.abs(b))  # bench 0: inf
+        signed = np.where(same, 0.0, a - b)  # target minus orig; equal infinities differ by 0
+        ratio = np.where(signed == 0, 0.0, np.abs(signed) / np.abs(b))  # orig 0: inf
     relative = np.where(known, relative, -1.0)
     worst = relative.max(axis=1)
     everything = known.all(axis=1).tolist()
@@ -242,8 +244,8 @@ def statistics_errors(rows: Sequence[Row], tolerance: float) -> None:
 
 
 def compare_items(
-    npu: Item | None,
-    bench: Item | None,
+    target: Item | None,
+    orig: Item | None,
     *,
     use_tensors: bool,
     tolerance: float,
@@ -255,56 +257,60 @@ def compare_items(
     :param use_tensors: compare the tensor files when both sides have them (else the statistics).
     :param tolerance: the error above which a statistics-only row is "No".
     """
-    some = npu if npu is not None else bench
+    some = target if target is not None else orig
     assert some is not None
     row: dict[str, Any] = {
-        "npu_name": npu.name if npu else None,
-        "bench_name": bench.name if bench else None,
+        "target_name": target.name if target else None,
+        "orig_name": orig.name if orig else None,
         "role": some.role,
         "path": some.path,
     }
-    if npu is not None:
-        row.update(npu_dtype=npu.dtype, npu_shape=npu.shape, npu_stats=npu.stats, npu_md5=npu.md5)
-    if bench is not None:
+    if target is not None:
         row.update(
-            bench_dtype=bench.dtype, bench_shape=bench.shape, bench_stats=bench.stats, bench_md5=bench.md5
+            target_dtype=target.dtype,
+            target_shape=target.shape,
+            target_stats=target.stats,
+            target_md5=target.md5,
         )
-    _judge_values(row, npu, bench, use_tensors, tolerance, kernel, loader)
+    if orig is not None:
+        row.update(orig_dtype=orig.dtype, orig_shape=orig.shape, orig_stats=orig.stats, orig_md5=orig.md5)
+    _judge_values(row, target, orig, use_tensors, tolerance, kernel, loader)
     return Row(**row)
 
 
 def _judge_values(
     row: dict[str, Any],
-    npu: Item | None,
-    bench: Item | None,
+    target: Item | None,
+    orig: Item | None,
     use_tensors: bool,
     tolerance: float,
     kernel: str | None,
     loader: Callable[[Item], Any],
 ) -> None:
-    if npu is None or bench is None:
-        row["message"] = "No bench data matched." if bench is None else "No NPU data matched."
+    if target is None or orig is None:
+        # ptdbg's messages: its NPU run is the target, its bench run the orig
+        row["message"] = "No bench data matched." if orig is None else "No NPU data matched."
         row["accuracy"] = "Nan"
         return
-    if npu.error or bench.error:
-        row["message"] = f"not dumped: {npu.error or bench.error}"
+    if target.error or orig.error:
+        row["message"] = f"not dumped: {target.error or orig.error}"
         return
-    if not npu.is_tensor or not bench.is_tensor:
-        same = npu.is_tensor == bench.is_tensor and _same_value(npu.value, bench.value)
+    if not target.is_tensor or not orig.is_tensor:
+        same = target.is_tensor == orig.is_tensor and _same_value(target.value, orig.value)
         row.update(basis="value", error=0.0 if same else math.inf, accuracy="Yes" if same else "No")
         if not same:
-            row["message"] = f"argument differs: {npu.value!r} vs {bench.value!r}"
+            row["message"] = f"argument differs: {target.value!r} vs {orig.value!r}"
         return
     note = (
-        f"dtypes differ: {npu.dtype} vs {bench.dtype}; compared in float64"
-        if npu.dtype != bench.dtype
+        f"dtypes differ: {target.dtype} vs {orig.dtype}; compared in float64"
+        if target.dtype != orig.dtype
         else ""
     )
     if note:
         row["message"] = note
-    if use_tensors and npu.file and bench.file:
+    if use_tensors and target.file and orig.file:
         try:
-            a, b = loader(npu), loader(bench)
+            a, b = loader(target), loader(orig)
             row["message"] = ""
             _tensor_metrics(row, a, b, resolve_kernel(kernel, int(a.nbytes) + int(b.nbytes)))
             row["message"] = "; ".join(m for m in (note, row["message"]) if m)
@@ -315,17 +321,17 @@ def _judge_values(
             for key in ("cosine", "euc_dist", "max_abs_err", "max_relative_err", "one_thousandth"):
                 row.pop(key, None)
             row.pop("five_thousandths", None)
-    if npu.md5 is not None and bench.md5 is not None:
-        same = npu.md5 == bench.md5
+    if target.md5 is not None and orig.md5 is not None:
+        same = target.md5 == orig.md5
         row.update(basis="md5", error=0.0 if same else math.inf, accuracy="Yes" if same else "No")
         return
-    if npu.shape != bench.shape:
+    if target.shape != orig.shape:
         row.update(
-            accuracy="Unmatched", error=math.inf, message=f"shapes differ ({npu.shape} vs {bench.shape})"
+            accuracy="Unmatched", error=math.inf, message=f"shapes differ ({target.shape} vs {orig.shape})"
         )
         return
-    if npu.stats is not None and bench.stats is not None:
+    if target.stats is not None and orig.stats is not None:
         row["basis"] = "statistics"  # error and accuracy: statistics_errors, for all such rows at once
         return
-    if use_tensors and not (npu.file and bench.file):
-        row["message"] = f"the {'NPU' if not npu.file else 'bench'} dump has no file for this tensor"
+    if use_tensors and not (target.file and orig.file):
+        row["message"] = f"the {'target' if not target.file else 'orig'} dump has no file for this tensor"

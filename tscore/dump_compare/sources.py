@@ -107,6 +107,11 @@ class DumpSource:
     framework: str | None = None
 
     @property
+    def label(self) -> str:
+        """Say what made the dump, for people: ``msprobe dump, pytorch``, ``tscore dump, torch``."""
+        return f"{self.format} dump" + (f", {self.framework}" if self.framework else "")
+
+    @property
     def has_tensors(self) -> bool:
         """True when the dump holds tensor files, so values can be compared element by element."""
         return self.task == "tensor"

@@ -57,8 +57,8 @@ _USER_FRAME = re.compile(r"^File (?P<file>.+?), line (?P<line>\d+), in (?P<func>
 class CallVerdict:
     """One pair of calls judged: where its error comes from."""
 
-    npu_call: str | None
-    bench_call: str | None
+    target_call: str | None
+    orig_call: str | None
     direction: str
     how: str  # how the calls were paired: name, aligned, kind, unpaired
     status: str  # ok, own, weights, inherited, unpaired, unknown
@@ -74,8 +74,8 @@ class CallVerdict:
 
     @property
     def label(self) -> str:
-        """The call's name (the NPU side's, else the bench side's)."""
-        return self.npu_call or self.bench_call or ""
+        """The call's name (the target side's, else the orig side's)."""
+        return self.target_call or self.orig_call or ""
 
 
 def is_parameter(api: str, direction: str, role: str, path: str) -> bool:
@@ -118,11 +118,11 @@ def judge_call(
         returned: a backward computes from those (the activations autograd saved) as well as
         from the gradients it receives.
     """
-    call = pair.npu or pair.bench
+    call = pair.target or pair.orig
     assert call is not None
     verdict: dict[str, Any] = {
-        "npu_call": pair.npu.label if pair.npu else None,
-        "bench_call": pair.bench.label if pair.bench else None,
+        "target_call": pair.target.label if pair.target else None,
+        "orig_call": pair.orig.label if pair.orig else None,
         "direction": call.name.direction,
         "module": call.module,
         "how": pair.how,
@@ -143,11 +143,11 @@ def _decide(
     tolerance: float,
     saved_error: float | None,
 ) -> None:
-    if pair.npu is None or pair.bench is None:
+    if pair.target is None or pair.orig is None:
         verdict["status"] = "unpaired"
-        verdict["reason"] = "only the " + ("NPU" if pair.bench is None else "bench") + " run made this call"
+        verdict["reason"] = "only the " + ("target" if pair.orig is None else "orig") + " run made this call"
         return
-    direction = pair.npu.name.direction
+    direction = pair.target.name.direction
     inputs = [r for r in rows if r.role == "input"]
     outputs = [r for r in rows if r.role == "output"]
     in_error = verdict["input_error"] = _largest([r.error for r in inputs] + [saved_error])
@@ -175,7 +175,7 @@ def _decide(
     elif weights:
         verdict["status"] = "weights"
         verdict["reason"] = (
-            f"a parameter of this call differs ({', '.join(r.npu_name or '' for r in weights)}): "
+            f"a parameter of this call differs ({', '.join(r.target_name or '' for r in weights)}): "
             "the two runs do not hold the same weights"
         )
     elif in_error is None or in_error <= tolerance:
