@@ -218,8 +218,8 @@ def compare_states(
 
 
 def set_weights(
-    pt_net: object,
-    ms_net: object,
+    orig_net: object,
+    target_net: object,
     weight_map: WeightMap | None,
     *,
     labels: tuple[str, str],
@@ -234,14 +234,14 @@ def set_weights(
     notes: list[str] = []
     if orig_params_path is not None:
         contents = _file_params(orig_params_path, "pt_params_path")
-        loads.append(load_into(pt_net, contents.params, labels[0], os.fspath(orig_params_path)))
+        loads.append(load_into(orig_net, contents.params, labels[0], os.fspath(orig_params_path)))
 
     def stage_of(mode: str) -> WeightStage:
         return WeightStage(mode=mode, loads=loads, notes=notes, orig_label=labels[0], target_label=labels[1])
 
     if target_params_path is not None:
         contents = _file_params(target_params_path, "ms_params_path")
-        loads.append(load_into(ms_net, contents.params, labels[1], os.fspath(target_params_path)))
+        loads.append(load_into(target_net, contents.params, labels[1], os.fspath(target_params_path)))
         return stage_of("loaded from files; not converted or compared (spec 003, notes 2 and 3)")
     if weight_map is None:
         notes.append("auto_conv_ckpt=0: the networks keep the weights they have; make sure they agree")
@@ -251,10 +251,10 @@ def set_weights(
         how = "same framework, loaded by name"
     stage = stage_of(f"converted ({how})")
     if auto_conv_ckpt:
-        stage.conversion, load = convert_and_load(pt_net, ms_net, weight_map, labels)
+        stage.conversion, load = convert_and_load(orig_net, target_net, weight_map, labels)
         stage.loads.append(load)
     else:
         stage.mode = "as the networks had them (auto_conv_ckpt=0)"
     if compare_params:
-        stage.comparison = compare_states(pt_net, ms_net, weight_map, labels, tolerances)
+        stage.comparison = compare_states(orig_net, target_net, weight_map, labels, tolerances)
     return stage
