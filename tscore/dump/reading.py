@@ -15,10 +15,9 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-import orjson
-
 from tscore.dump.names import canonical
 from tscore.dump.writer import INFO_FILE, RECORDS_FILE, STACKS_FILE, TENSORS_FOLDER
+from tscore.json_files import parse_json
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +42,11 @@ def dump_folders(path: str) -> list[str]:
     return found
 
 
-def read_lines(file: str) -> Iterator[dict[str, Any]]:
-    """Yield the objects of a JSON-lines file; a last line cut short by a crash is skipped with a note."""
+def read_lines(file: str) -> Iterator[Any]:
+    """Yield the values of a JSON-lines file (objects, or ptdbg's lists).
+
+    A last line cut short by a crash is skipped with a note.
+    """
     if not os.path.exists(file):
         return
     with open(file, "rb") as stream:
@@ -52,15 +54,12 @@ def read_lines(file: str) -> Iterator[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                found = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                try:  # a dump written before tscore spelled NaN as a string holds bare NaN
-                    found = json.loads(line)
-                except (json.JSONDecodeError, UnicodeDecodeError):
-                    log.warning(
-                        "%s: line %d is incomplete (the run stopped while writing it); skipped", file, number
-                    )
-                    continue
+                found = parse_json(line)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                log.warning(
+                    "%s: line %d is incomplete (the run stopped while writing it); skipped", file, number
+                )
+                continue
             yield _with_numbers(found) if b'"inf"' in line or b'"nan"' in line or b'"-inf"' in line else found
 
 

@@ -16,7 +16,6 @@ one bad record never ends the reading of the rest.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import os
 import re
@@ -24,13 +23,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from tscore.dtypes import neutral_dtype
 from tscore.dump.names import MODULE_PREFIX, CallName, parse_name
 from tscore.dump.reading import read_lines
 from tscore.dump.writer import RECORDS_FILE, STACKS_FILE, TENSORS_FOLDER
 from tscore.errors import TscoreError
+from tscore.json_files import parse_json
 
 log = logging.getLogger(__name__)
 
@@ -251,11 +249,7 @@ def _json_file(path: str) -> Any:
         return None
     try:
         with open(path, "rb") as stream:
-            data = stream.read()
-        try:
-            return orjson.loads(data)
-        except orjson.JSONDecodeError:  # Python's json writes NaN and Infinity, which orjson refuses
-            return json.loads(data)
+            return parse_json(stream.read())
     except (OSError, ValueError) as exc:
         log.warning("%s cannot be read (%s); going on without it", path, exc)
         return None
@@ -393,17 +387,10 @@ _PTDBG_TENSOR = re.compile(
 
 
 def _ptdbg_lines(pkl: str) -> Iterator[list[Any]]:
-    with open(pkl, encoding="utf-8") as stream:
-        for number, line in enumerate(stream, 1):
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError:
-                log.warning("%s: line %d is not JSON (cut short?); skipped", pkl, number)
-                continue
-            if isinstance(value, list) and value:
-                yield value
+    """Yield the lists of a ptdbg ``.pkl`` (JSON lines; a line cut short by a crash is skipped)."""
+    for value in read_lines(pkl):
+        if isinstance(value, list) and value:
+            yield value
 
 
 def _ptdbg_stack(lines: Iterable[Any]) -> list[str]:
