@@ -74,6 +74,7 @@ class Debugger:
         self._handles: list[HookHandles] = []
         self._model: object = None
         self._thread: WriterThread | None = None  # one writing thread for every step of this debugger
+        self._started_info: dict[str, Any] = {}  # dump_info.json as start() wrote it
         self.folders: list[str] = []
         # what every step dumped so far wrote: records, tensor files, bytes, seconds spent writing tensors
         self.totals: dict[str, float] = dict.fromkeys(
@@ -117,7 +118,8 @@ class Debugger:
             log.warning("dump off, the training goes on: %s", exc)
             return
         recorder = DumpRecorder(self.config, writer, step=self.current_step, rank=rank)
-        writer.write_info(self._info(rank, model))
+        info = self._info(rank, model)
+        writer.write_info(info)
         handles: list[HookHandles] = []
         try:
             if self.config.level in ("L1", "mix"):
@@ -137,6 +139,7 @@ class Debugger:
         if not handles:
             log.warning("dump: no imported framework reports its API calls; nothing will be recorded")
         self.writer, self.recorder, self._handles = writer, recorder, handles
+        self._started_info = info
         self._model = model
         self.folders.append(folder)
         atexit.register(self.stop)  # an uncaught exception still writes what was recorded
@@ -159,6 +162,8 @@ class Debugger:
         model, self._model = self._model, None
         if model is not None and self.config.level != "L1":
             self._parameter_gradients(model, recorder)
+        # which framework's tensors the step recorded: dump_info's frameworks lists every one imported
+        writer.write_info({**self._started_info, "recorded_frameworks": recorder.frameworks})
         writer.close()
         missing = recorder.unmatched_scope()
         if missing:

@@ -122,6 +122,7 @@ class _Dispatch:
 
     def __init__(self) -> None:
         self._by_type: dict[type, TensorOps | None] = {}
+        self.frameworks: set[str] = set()  # of the tensors met: which framework the dump recorded
 
     def of(self, value: Any) -> TensorOps | None:
         """Return the ops for ``value``, or None when it is no tensor of any loaded plugin."""
@@ -138,9 +139,11 @@ class _Dispatch:
                 and plugin.owns_tensor(value)
             ):
                 ops = TensorOps(plugin)
+                self.frameworks.add(plugin.framework)
                 break
         if ops is None and hook().ts_is_tensor(obj=value):
             ops = TensorOps(None)
+            self.frameworks.add(str(hook().ts_tensor_meta(obj=value).framework))
         self._by_type[cls] = ops
         return ops
 
@@ -248,6 +251,11 @@ class DumpRecorder:
         self.busy = 0  # > 0 while the recorder itself runs framework code: backends report none of it
 
     # ------------------------------------------------------------ switches
+
+    @property
+    def frameworks(self) -> list[str]:
+        """The frameworks whose tensors this step recorded (one, unless a step mixes them)."""
+        return sorted(self._ops.frameworks)
 
     @property
     def backward_wanted(self) -> bool:

@@ -233,14 +233,14 @@ def _read_tscore(records_file: str) -> DumpSource:
         task = "md5"
     if task == "tensor" and not os.path.isdir(os.path.join(folder, TENSORS_FOLDER)):
         task = "statistics"
-    frameworks = info.get("frameworks") or {}
+    recorded = info.get("recorded_frameworks") or list(info.get("frameworks") or {})[:1]
     return DumpSource(
         folder,
         "tscore",
         calls,
         task,
         rank=info.get("rank", _rank_of(folder)),
-        framework=next(iter(frameworks), None),
+        framework=" + ".join(recorded) or None,
     )
 
 
