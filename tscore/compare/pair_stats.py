@@ -116,13 +116,14 @@ class PairStats:
 
 
 class _Scratch:
-    """float64 work buffers for one chunk, reused across chunks."""
+    """float64 work buffers for one chunk, reused across chunks, and a row of ones to sum by a dot."""
 
     def __init__(self, size: int) -> None:
         self.x = np.empty(size)
         self.y = np.empty(size)
         self.d = np.empty(size)
         self.t = np.empty(size)
+        self.ones = np.ones(size)
 
 
 # 1 MiB per float64 buffer: measured fastest here (1.88 GB/s a core against 1.77 at 64K and
@@ -156,7 +157,12 @@ def _nonfinite(x: np.ndarray, y: np.ndarray, equal_nan: bool, stats: PairStats) 
 def _numpy_chunk(
     a: np.ndarray, b: np.ndarray, rtol: float, atol: float, equal_nan: bool, scratch: _Scratch
 ) -> PairStats:
-    """Compare two 1-d chunks of equal length with numpy, in float64."""
+    """Compare two 1-d chunks of equal length with numpy, in float64.
+
+    About fifteen passes over the chunk, each a single numpy call: sums of products go
+    through BLAS dots (the sum of ``|d|`` too, as a dot with ones), and the slow NaN-aware
+    maximum runs only when a position is zero on both sides (0/0).
+    """
     n = a.size
     stats = PairStats(elements=n)
     x, y, d, t = scratch.x[:n], scratch.y[:n], scratch.d[:n], scratch.t[:n]
@@ -175,23 +181,28 @@ def _numpy_chunk(
         return stats
     stats.dot_aa, stats.dot_bb, stats.dot_ab = dot_aa, dot_bb, float(x @ y)
     np.subtract(x, y, out=d)
+    stats.sum_sq = float(d @ d)
     np.abs(d, out=d)
-    stats.sum_abs = float(d.sum())
+    stats.sum_abs = float(d @ scratch.ones[:n])
     stats.max_abs = float(d.max())
     np.abs(y, out=t)
-    np.multiply(t, rtol, out=x)  # x is no longer needed: reuse it for the tolerance
-    x += atol
-    stats.close += int(np.count_nonzero(d <= x))
+    if rtol == 0.0:
+        stats.close += int(np.count_nonzero(d <= atol))
+    else:
+        np.multiply(t, rtol, out=x)  # x is no longer needed: reuse it for the tolerance
+        x += atol
+        stats.close += int(np.count_nonzero(d <= x))
     with np.errstate(divide="ignore", invalid="ignore"):
-        np.divide(d, t, out=t)
-    stats.sum_sq = float(d @ d)
-    equal = np.count_nonzero(d == 0.0)
-    with np.errstate(invalid="ignore"):  # t is now the relative error: NaN where both are zero
-        stats.rel_1e3 = int(np.count_nonzero(t < 0.001)) + int(equal - np.count_nonzero(t == 0.0))
-        stats.rel_5e3 = int(np.count_nonzero(t < 0.005)) + int(equal - np.count_nonzero(t == 0.0))
-    stats.max_rel = float(np.fmax.reduce(t))  # fmax skips the NaN of 0/0 (equal zeros)
-    if math.isnan(stats.max_rel):
-        stats.max_rel = 0.0
+        np.divide(d, t, out=t)  # the relative error: inf for x/0, NaN for 0/0 (equal zeros)
+    largest = float(t.max())  # NaN when any position is 0/0
+    zeros = 0
+    if math.isnan(largest):
+        zeros = int(np.count_nonzero(np.isnan(t)))
+        largest = float(np.fmax.reduce(t))  # fmax skips the NaN of 0/0
+    stats.max_rel = 0.0 if math.isnan(largest) else largest
+    with np.errstate(invalid="ignore"):
+        stats.rel_1e3 = int(np.count_nonzero(t < 0.001)) + zeros  # 0/0: equal, so within
+        stats.rel_5e3 = int(np.count_nonzero(t < 0.005)) + zeros
     return stats
 
 
