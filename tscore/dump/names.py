@@ -29,6 +29,8 @@ API_PREFIXES = (
     "Jit",
 )
 MODULE_PREFIX = "Module"
+_PREFIX_SET = frozenset(API_PREFIXES)
+_DIRECTIONS = frozenset({"forward", "backward"})
 
 _PTDBG = re.compile(
     rf"^(?P<prefix>{'|'.join(API_PREFIXES)})_(?P<api>.+)_(?P<index>\d+)_(?P<direction>forward|backward)$"
@@ -79,6 +81,12 @@ def parse_name(text: str) -> CallName | None:
 
     A tensor suffix (``_input.0``, ``.input.0``, ``_output``) is dropped first.
     """
+    head, _, direction = text.rpartition(".")  # the common case, msprobe's call name: no regex
+    if direction in _DIRECTIONS:
+        rest, _, index = head.rpartition(".")
+        prefix, _, api = rest.partition(".")
+        if prefix in _PREFIX_SET and api and index.isdecimal():
+            return CallName(prefix, api, int(index), direction)
     name = re.sub(r"[._](input|output|kwargs)(\.[^.]+)*$", "", text.strip())
     for pattern in (_PTDBG, _MSPROBE):
         found = pattern.match(name)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -130,19 +129,23 @@ class DumpCompareReport(BaseModel):
                 verdict_of[index] = verdict
             if verdict.rows:
                 first_row.add(verdict.rows[0])
+        na = "N/A"
+        no_stats = (None,) * 4
+        basis = self.basis
+        rows = self.rows
         for index in sorted(verdict_of):
-            row, verdict = self.rows[index], verdict_of[index]
+            row, verdict = rows[index], verdict_of[index]
             cells: list[Any] = [
-                row.target_name or "N/A",
-                row.orig_name or "N/A",
-                row.target_dtype or "N/A",
-                row.orig_dtype or "N/A",
-                _shape(row.target_shape),
-                _shape(row.orig_shape),
+                row.target_name or na,
+                row.orig_name or na,
+                row.target_dtype or na,
+                row.orig_dtype or na,
+                na if row.target_shape is None else str(list(row.target_shape)),
+                na if row.orig_shape is None else str(list(row.orig_shape)),
             ]
-            if self.basis == "tensor":
+            if basis == "tensor":
                 cells += [
-                    _cell(v)
+                    na if v is None else v  # csv writes inf, -inf and nan as such
                     for v in (
                         row.cosine,
                         row.euc_dist,
@@ -152,12 +155,13 @@ class DumpCompareReport(BaseModel):
                         row.five_thousandths,
                     )
                 ]
-            elif self.basis == "md5":
-                cells += [row.target_md5 or "N/A", row.orig_md5 or "N/A"]
+            elif basis == "md5":
+                cells += [row.target_md5 or na, row.orig_md5 or na]
             else:
-                cells += [_cell(v) for v in row.stat_diffs] + [_percent(v) for v in row.stat_relative]
-            for stats in (row.target_stats, row.orig_stats):
-                cells += [_cell(v) for v in (stats or (None,) * 4)]
+                cells += [na if v is None else v for v in row.stat_diffs]
+                cells += [_percent(v) for v in row.stat_relative]
+            cells += [na if v is None else v for v in (row.target_stats or no_stats)]
+            cells += [na if v is None else v for v in (row.orig_stats or no_stats)]
             cells += [row.accuracy, row.message, verdict.status, verdict.module or ""]
             if stack_mode:
                 cells.append("\n".join(verdict.stack) if index in first_row else "")
@@ -222,17 +226,11 @@ def _advice(verdict: CallVerdict) -> str:
     )
 
 
-def _shape(shape: Sequence[int] | None) -> str:
-    return "N/A" if shape is None else str(list(shape))
-
-
-def _cell(value: float | None) -> Any:
-    return "N/A" if value is None else value  # csv writes inf, -inf and nan as such
-
-
 def _percent(value: float | None) -> str:
     if value is None:
         return "N/A"
+    if value == 0.0:  # most rows of two runs that agree
+        return "0%"
     if not math.isfinite(value):
         return "inf" if value > 0 else "nan"
     return f"{value * 100:.6g}%"
