@@ -24,6 +24,7 @@ API_PREFIXES = (
     "NPU",
     "Distributed",
     "Aten",
+    "MintFunctional",
     "Mint",
     "Primitive",
     "Jit",

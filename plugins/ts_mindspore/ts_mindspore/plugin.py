@@ -168,6 +168,57 @@ class MindSporeBackend(Backend):
 
         declare_runtime(runtime)
 
+    def install_api_hooks(self, recorder: Any) -> HookHandles:
+        """Report every API call in PyNative mode (:mod:`ts_mindspore.api_capture`).
+
+        In graph mode the Python wrappers would be compiled into nothing: no wrapper is
+        installed, and one warning says that only cell-level records are made.
+        """
+        import mindspore as ms
+
+        if ms.get_context("mode") != ms.PYNATIVE_MODE:
+            log.warning(
+                "dump: MindSpore runs in graph mode, where API calls are compiled and cannot be seen "
+                "from Python; only cell-level records (L0) are made. Use PYNATIVE_MODE for API records."
+            )
+            return HookHandles([], label="MindSpore API capture (graph mode: none)")
+        from ts_mindspore.api_capture import ApiCapture
+
+        return ApiCapture(recorder).install()
+
+    def tensor_stats(self, tensor: Any) -> Any:
+        """Max, min, mean and L2 norm as one 1-d float tensor, computed by MindSpore, outside autodiff.
+
+        Half and integer tensors are summarised in float32 (float64 for 64-bit integers), complex
+        ones by their magnitudes; the norm is ``sqrt(sum(x * x))``, since MindSpore's CPU build
+        lacks ``LinalgVectorNorm``.
+        """
+        import mindspore as ms
+
+        if tensor.size == 0:
+            return None
+        wide = (ms.float32, ms.float64)
+        t = tensor
+        with ms._no_grad():
+            if t.dtype in (ms.complex64, ms.complex128):
+                t = ms.ops.ComplexAbs()(t)  # the magnitudes, as the torch backend summarises complex
+            if t.dtype not in wide:
+                t = t.astype(ms.float64 if t.dtype in (ms.int64, ms.uint64) else ms.float32)
+            return ms.ops.stack((t.max(), t.min(), t.mean(), (t * t).sum().sqrt()))
+
+    def tensor_key(self, tensor: Any) -> Any:
+        """None: MindSpore keeps no counter that moves when a tensor is changed in place."""
+        return None
+
+    def current_rank(self) -> int | None:
+        """Return MindSpore's rank once its communication is initialised (``init()``), else None."""
+        helper = sys.modules.get("mindspore.communication._comm_helper")
+        if helper is None or not helper._is_initialized():
+            return None
+        from mindspore.communication import get_rank
+
+        return int(get_rank())
+
     def weight_convention(self, kind: str) -> Mapping[str, Any] | None:
         """How ``mindspore.nn`` names and lays out a layer kind's weights (BatchNorm: gamma, beta ...)."""
         from ts_mindspore.weight_convention import weight_convention

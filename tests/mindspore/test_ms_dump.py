@@ -1,0 +1,229 @@
+"""The API dump on real MindSpore (PyNative, CPU): names, levels, filters, files, and a run left as it was."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import mindspore as ms
+import mindspore.mint.nn.functional as mint_functional
+import mindspore.ops.functional as ops_functional
+import numpy as np
+import pytest
+from mindspore import Tensor, mint, nn, ops
+from mindspore.ops import relu  # bound before the dump starts: seen at the Primitive level
+
+import tscore as ts
+from tscore.dump.reading import read_lines
+
+
+class SmallCell(nn.Cell):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, pad_mode="valid", has_bias=True)
+        self.fc = nn.Dense(16, 3)
+
+    def construct(self, x: Tensor) -> Tensor:
+        y = ops.relu(self.conv(x))
+        y = y.reshape(y.shape[0], -1)[:, :16] * 2 + 1
+        return self.fc(y)
+
+
+def train_step(debugger: ts.dump.Debugger | None = None) -> list[np.ndarray]:
+    """One SGD step of SmallCell from a fixed seed: the loss, the gradients and the new parameters."""
+    ms.set_seed(0)
+    net = SmallCell()
+    opt = nn.SGD(net.trainable_params(), learning_rate=0.1, momentum=0.9)
+    x = Tensor(np.random.default_rng(0).standard_normal((2, 3, 6, 6)).astype(np.float32))
+    label = Tensor(np.array([0, 2], np.int32))
+    loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    grad_fn = ms.value_and_grad(lambda x, y: loss_fn(net(x), y), None, opt.parameters)
+    if debugger is not None:
+        debugger.start(net)
+    try:
+        loss, grads = grad_fn(x, label)
+        opt(grads)
+    finally:
+        if debugger is not None:
+            debugger.stop()
+    return [loss.asnumpy()] + [g.asnumpy() for g in grads] + [p.asnumpy() for p in net.trainable_params()]
+
+
+def records(folder: Path) -> list[dict]:
+    return list(read_lines(str(folder / "step0" / "rank0" / "dump.jsonl")))
+
+
+def names(folder: Path) -> list[str]:
+    return [r["name"] for r in records(folder)]
+
+
+def patched_objects() -> dict[tuple[str, str], object]:
+    """Every attribute the capture may replace, by identity: namespaces, Tensor, Primitive classes."""
+    found: dict[tuple[str, str], object] = {}
+    for label, namespace in (
+        ("ops", ops),
+        ("ops.functional", ops_functional),
+        ("mint", mint),
+        ("mint.nn.functional", mint_functional),
+    ):
+        found.update({(label, k): v for k, v in vars(namespace).items() if not k.startswith("_")})
+    found.update({("Tensor", k): v for k, v in vars(Tensor).items()})
+    stack = [ops.Primitive]
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        if "__call__" in vars(cls):
+            found[(cls.__qualname__, "__call__")] = vars(cls)["__call__"]
+    return found
+
+
+@pytest.fixture(autouse=True)
+def pynative():
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    yield
+
+
+@pytest.mark.parametrize("level", ["L1", "L0", "mix"])
+def test_a_dumped_training_step_is_bit_identical(tmp_path, level) -> None:
+    plain = train_step()
+    dumped = train_step(ts.dump.Debugger(dump_path=str(tmp_path), level=level))
+    assert len(plain) == len(dumped)
+    for a, b in zip(plain, dumped, strict=True):
+        assert a.tobytes() == b.tobytes()
+    got = names(tmp_path)
+    modules = [n for n in got if n.startswith("Module.")]
+    if level == "L0":
+        assert modules == got and {"Module.conv.Conv2d.forward.0", "Module.fc.Dense.forward.0"} <= set(got)
+    elif level == "L1":
+        assert not modules
+    else:
+        assert modules and len(modules) < len(got)
+
+
+def test_api_calls_are_named_as_msprobe_names_them_each_once(tmp_path) -> None:
+    train_step(ts.dump.Debugger(dump_path=str(tmp_path)))
+    got = names(tmp_path)
+    forward = [n for n in got if n.endswith("_forward")]
+    assert forward[:7] == [
+        "Primitive_Conv2D_0_forward",  # nn.Conv2d calls a Conv2D instance, then BiasAdd
+        "Primitive_BiasAdd_0_forward",
+        "Functional_relu_0_forward",  # ops.relu: its relu_op inside is not recorded again
+        "Tensor_reshape_0_forward",
+        "Tensor___getitem___0_forward",
+        "Tensor___mul___0_forward",
+        "Tensor___add___0_forward",
+    ]
+    assert "Primitive_ReLU_0_forward" not in got
+    assert {"Primitive_MatMul_0_forward", "Primitive_BiasAdd_1_forward"} <= set(forward)
+    assert not any("Shape" in n or "ProxyOp" in n for n in got)  # shape reads and routing: not computing
+    by_name = {r["name"]: r for r in records(tmp_path)}
+    assert by_name["Primitive_MatMul_0_forward"]["module"] == "fc"
+    assert by_name["Primitive_Conv2D_0_forward"]["key"] == "conv#0/Primitive.Conv2D#0"
+
+
+def test_a_function_bound_before_the_dump_is_seen_at_the_primitive_level(tmp_path) -> None:
+    x = Tensor(np.array([-1.0, 2.0], np.float32))
+    with ts.dump.Debugger(dump_path=str(tmp_path)):
+        relu(x)  # from mindspore.ops import relu: the wrapper on ops.relu is not reached
+        mint.add(x, 1.0)
+        mint_functional.sigmoid(x)
+    assert names(tmp_path) == [
+        "Primitive_ReLU_0_forward",
+        "Mint_add_0_forward",
+        "MintFunctional_sigmoid_0_forward",
+    ]
+
+
+def test_statistics_match_numpy_and_tensor_files_hold_the_values(tmp_path) -> None:
+    x = Tensor(np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32))
+    with ts.dump.Debugger(task="tensor", dump_path=str(tmp_path)):
+        y = ops.tanh(x)
+    (record,) = records(tmp_path)
+    out = record["outputs"][0]
+    saved = np.load(tmp_path / "step0" / "rank0" / out["file"])
+    np.testing.assert_array_equal(saved, y.asnumpy())
+    assert out["max"] == pytest.approx(float(saved.max())) and out["min"] == pytest.approx(float(saved.min()))
+    assert out["mean"] == pytest.approx(float(saved.mean()), abs=1e-7)
+    assert out["norm"] == pytest.approx(float(np.linalg.norm(saved)), rel=1e-6)
+    assert out["dtype"] == "float32" and out["shape"] == [3, 4]
+
+
+def test_half_and_integer_tensors_get_statistics_and_bfloat16_files_are_exact(tmp_path) -> None:
+    values = np.array([1.5, -2.25, 3.0], np.float32)
+    with ts.dump.Debugger(task="tensor", dump_path=str(tmp_path), filter_int=False):
+        ops.neg(Tensor(values, ms.bfloat16))
+        ops.abs(Tensor(np.array([3, -4, 5], np.int32)))
+    neg, absolute = records(tmp_path)
+    entry = neg["outputs"][0]
+    assert entry["dtype"] == "bfloat16" and entry["max"] == 2.25 and entry["min"] == -3.0
+    stored = np.load(tmp_path / "step0" / "rank0" / entry["file"])
+    np.testing.assert_array_equal(stored, -values)  # these values are exact in bfloat16
+    assert absolute["inputs"][0]["max"] == 5 and absolute["inputs"][0]["mean"] == pytest.approx(4 / 3)
+
+
+def test_backward_records_carry_the_gradients_into_each_call(tmp_path) -> None:
+    x = Tensor(np.array([1.0, -2.0, 3.0], np.float32))
+
+    def loss(x: Tensor) -> Tensor:
+        return (ops.exp(x) * 3).sum()
+
+    with ts.dump.Debugger(dump_path=str(tmp_path)):
+        ms.grad(loss)(x)
+    by_name = {r["name"]: r for r in records(tmp_path)}
+    exp_backward = by_name["Functional_exp_0_backward"]["inputs"][0]
+    assert exp_backward["shape"] == [3] and exp_backward["max"] == 3.0 and exp_backward["min"] == 3.0
+    assert "Tensor___mul___0_backward" in by_name
+
+
+def test_nothing_is_left_installed_after_stop_or_after_an_exception(tmp_path) -> None:
+    before = patched_objects()
+    net = SmallCell()
+    debugger = ts.dump.Debugger(dump_path=str(tmp_path), level="mix")
+    debugger.start(net)
+    assert ops.relu is not before[("ops", "relu")]  # installed while it runs
+    net(Tensor(np.ones((1, 3, 6, 6), np.float32)))
+    debugger.stop()
+    after = patched_objects()
+    assert after.keys() == before.keys()
+    assert all(after[k] is before[k] for k in before)
+    failing = ts.dump.Debugger(dump_path=str(tmp_path / "b"), level="mix")
+    failing.start(net)
+    with pytest.raises((ValueError, RuntimeError, TypeError)):
+        try:
+            net(Tensor(np.ones((1, 5, 6, 6), np.float32)))  # a wrong input raises inside the dumped step
+        finally:
+            failing.stop()
+    after = patched_objects()
+    assert after.keys() == before.keys() and all(after[k] is before[k] for k in before)
+    assert ops.relu is ops_functional.relu and inspect.getmodule(ops.relu).__name__.startswith("mindspore")
+
+
+def test_scope_and_list_filters(tmp_path) -> None:
+    train_step(ts.dump.Debugger(dump_path=str(tmp_path / "list"), list=["Primitive_MatMul"]))
+    assert set(names(tmp_path / "list")) == {"Primitive_MatMul_0_forward", "Primitive_MatMul_0_backward"}
+    train_step(
+        ts.dump.Debugger(
+            dump_path=str(tmp_path / "range"),
+            scope=["Functional_relu_0_forward", "Tensor___mul___0_forward"],
+            data_mode=["forward"],
+        )
+    )
+    assert names(tmp_path / "range") == [
+        "Functional_relu_0_forward",
+        "Tensor_reshape_0_forward",
+        "Tensor___getitem___0_forward",
+        "Tensor___mul___0_forward",
+    ]
+
+
+def test_the_ptdbg_functions_take_a_cell(tmp_path, in_tmp) -> None:
+    from tscore.ptdbg import acc_cmp_dump, register_hook, set_dump_path, set_dump_switch
+
+    net = SmallCell()
+    set_dump_path(str(tmp_path / "npu_dump.pkl"), dump_tag="cell")
+    register_hook(net, acc_cmp_dump)
+    set_dump_switch("ON", mode="api_list", api_list=["MatMul", "relu"])
+    net(Tensor(np.ones((1, 3, 6, 6), np.float32)))
+    set_dump_switch("OFF")
+    assert names(tmp_path / "cell") == ["Functional_relu_0_forward", "Primitive_MatMul_0_forward"]
+    assert (tmp_path / "cell" / "step0" / "rank0" / "npu_dump.pkl").exists()
