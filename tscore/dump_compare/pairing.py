@@ -33,9 +33,15 @@ class CallPair:
 
 
 def _kind(call: Call, api_map: Mapping[str, str]) -> tuple[str, str, str]:
+    """Say what a call is, whatever its number: its API, or for a module call its path, not its class.
+
+    A module is known by where it sits: a torch ``Linear`` and its MindSpore twin ``Dense`` at
+    ``classifier`` are one layer.
+    """
+    if call.name.prefix == "Module":
+        return "Module", call.name.direction, call.module or ""
     api = f"{call.name.prefix}.{call.name.api}"
-    api = api_map.get(api, api)
-    return api, call.name.direction, (call.module or "") if call.name.prefix == "Module" else ""
+    return api_map.get(api, api), call.name.direction, ""
 
 
 def _signature(call: Call, api_map: Mapping[str, str]) -> Hashable:
