@@ -167,6 +167,13 @@ def bench_dump(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def bench_ms_dump(session: nox.Session) -> None:
+    """The API dump's cost per MindSpore PyNative training step (small ResNet, encoder; one thread)."""
+    session.install(*CONSTRAINTS, ".", MS_PLUGIN, MS_NUMPY)
+    session.run("python", "benchmarks/bench_ms_dump.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
 def bench_dump_compare(session: nox.Session) -> None:
     """Dump comparison against msprobe compare 26.2, on msprobe's own dumps (ResNet tensors, 100k stats)."""
     session.install(*CONSTRAINTS, ".", TORCH_PLUGIN)

@@ -1,0 +1,182 @@
+"""What an API-level dump costs a MindSpore training step (PyNative, CPU, one thread).
+
+Each model and task runs in a fresh interpreter (``--worker``): plain steps
+(forward, backward, SGD), then dumped steps (``start``, step, ``stop``,
+``step()``), then plain steps again; the ratio of the medians is taken within
+one worker, so the machine's drift between workers does not enter it.
+msprobe's MindSpore dump is not run: on MindSpore's CPU build it stops the
+step (``The kernel LinalgVectorNorm unregistered``, issue 12).
+
+    python benchmarks/bench_ms_dump.py [--steps 15] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+# (model, task, data_mode): backward records cost a Tensor.register_hook per output, measured apart
+CASES = [
+    (model, task, mode)
+    for model in ("resnet", "encoder")
+    for task, mode in (("statistics", "all"), ("statistics", "forward"), ("tensor", "all"))
+]
+
+
+def _model(name: str) -> tuple[Any, Any, Any]:
+    """Return ``(net, inputs, labels)`` for a small ResNet or transformer encoder."""
+    import mindspore as ms
+    import numpy as np
+    from mindspore import nn, ops
+
+    ms.set_seed(0)
+    rng = np.random.default_rng(0)
+    if name == "resnet":
+
+        class Block(nn.Cell):
+            def __init__(self, c_in: int, c_out: int, stride: int) -> None:
+                super().__init__()
+                self.c1 = nn.Conv2d(c_in, c_out, 3, stride, pad_mode="pad", padding=1)
+                self.b1 = nn.BatchNorm2d(c_out)
+                self.c2 = nn.Conv2d(c_out, c_out, 3, 1, pad_mode="pad", padding=1)
+                self.b2 = nn.BatchNorm2d(c_out)
+                self.short = nn.Conv2d(c_in, c_out, 1, stride) if stride != 1 or c_in != c_out else None
+
+            def construct(self, x: ms.Tensor) -> ms.Tensor:
+                y = ops.relu(self.b1(self.c1(x)))
+                skip = x if self.short is None else self.short(x)
+                return ops.relu(self.b2(self.c2(y)) + skip)
+
+        class ResNet(nn.Cell):
+            def __init__(self) -> None:
+                super().__init__()
+                self.stem = nn.SequentialCell(
+                    nn.Conv2d(3, 16, 3, pad_mode="pad", padding=1), nn.BatchNorm2d(16)
+                )
+                self.blocks = nn.SequentialCell(Block(16, 16, 1), Block(16, 32, 2), Block(32, 64, 2))
+                self.head = nn.Dense(64, 10)
+
+            def construct(self, x: ms.Tensor) -> ms.Tensor:
+                y = self.blocks(ops.relu(self.stem(x)))
+                return self.head(y.mean(axis=(2, 3)))
+
+        x = ms.Tensor(rng.standard_normal((8, 3, 32, 32)).astype(np.float32))
+        return ResNet(), x, ms.Tensor(rng.integers(0, 10, 8).astype(np.int32))
+
+    class Encoder(nn.Cell):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(100, 64)
+            self.layers = nn.CellList(
+                [nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True) for _ in range(2)]
+            )
+            self.head = nn.Dense(64, 10)
+
+        def construct(self, ids: ms.Tensor) -> ms.Tensor:
+            y = self.embed(ids)
+            for layer in self.layers:
+                y = layer(y)
+            return self.head(y.mean(axis=1))
+
+    ids = ms.Tensor(rng.integers(0, 100, (8, 32)).astype(np.int32))
+    return Encoder(), ids, ms.Tensor(rng.integers(0, 10, 8).astype(np.int32))
+
+
+def worker(model_name: str, task: str, steps: int, folder: str, data_mode: str) -> dict[str, Any]:
+    """Time plain, dumped and again plain steps in this process; return the medians."""
+    import mindspore as ms
+    from mindspore import nn
+
+    import tscore as ts
+
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    net, x, labels = _model(model_name)
+    opt = nn.SGD(net.trainable_params(), learning_rate=0.01)
+    loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    grad_fn = ms.value_and_grad(lambda a, b: loss_fn(net(a), b), None, opt.parameters)
+
+    def step() -> None:
+        loss, grads = grad_fn(x, labels)
+        opt(grads)
+        loss.asnumpy()  # wait for the step's kernels
+
+    def timed(dumped: bool, debugger: Any = None) -> float:
+        began = time.perf_counter()
+        if dumped:
+            debugger.start(net)
+        step()
+        if dumped:
+            debugger.stop()
+            debugger.step()
+        return time.perf_counter() - began
+
+    for _ in range(3):
+        step()  # warm-up: kernels selected, caches filled
+    debugger = ts.dump.Debugger(task=task, dump_path=folder, level="L1", data_mode=[data_mode])
+    timed(True, debugger)  # the first dumped step installs the wrappers' caches
+    plain = [timed(False) for _ in range(steps)]
+    dumped = [timed(True, debugger) for _ in range(steps)]
+    after = [timed(False) for _ in range(steps)]
+    debugger.close()
+    return {
+        "plain_ms": statistics.median(plain) * 1e3,
+        "dumped_ms": statistics.median(dumped) * 1e3,
+        "after_ms": statistics.median(after) * 1e3,
+        "ratio": statistics.median(dumped) / statistics.median(plain),
+        "after_ratio": statistics.median(after) / statistics.median(plain),
+    }
+
+
+def main() -> None:
+    """Run every model and task in its own interpreter and print the ratios."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worker", nargs=5, metavar=("MODEL", "TASK", "STEPS", "FOLDER", "DATA_MODE"))
+    parser.add_argument("--steps", type=int, default=15)
+    parser.add_argument("--json", default=None, help="also write the results here")
+    args = parser.parse_args()
+    if args.worker:
+        model, task, steps, folder, data_mode = args.worker
+        print(json.dumps(worker(model, task, int(steps), folder, data_mode)))
+        return
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "GLOG_v": "3"}
+    results = []
+    for model, task, data_mode in CASES:
+        folder = tempfile.mkdtemp(prefix="ts_ms_dump_")
+        try:
+            out = subprocess.run(
+                [sys.executable, __file__, "--worker", model, task, str(args.steps), folder, data_mode],
+                capture_output=True,
+                text=True,
+                env=env,
+                check=True,
+            )
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        row = {
+            "model": model,
+            "task": task,
+            "data_mode": data_mode,
+            **json.loads(out.stdout.strip().splitlines()[-1]),
+        }
+        results.append(row)
+        print(
+            f"{model:8s} {task:10s} {data_mode:7s} plain {row['plain_ms']:7.1f} ms  "
+            f"dumped {row['dumped_ms']:7.1f} ms  {row['ratio']:5.2f}x  "
+            f"(after stop: {row['after_ratio']:4.2f}x)",
+            flush=True,
+        )
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as stream:
+            json.dump(results, stream, indent=2)
+
+
+if __name__ == "__main__":
+    main()
