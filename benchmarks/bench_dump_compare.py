@@ -156,6 +156,7 @@ def main() -> None:
     )
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--large-batch", type=int, default=64)
+    parser.add_argument("--statistics-only", action="store_true", help="skip the ResNet tensor pairs")
     parser.add_argument(
         "--make-dump", nargs=3, metavar=("FOLDER", "BATCH", "PERTURB"), help=argparse.SUPPRESS
     )
@@ -170,7 +171,7 @@ def main() -> None:
     root = tempfile.mkdtemp(prefix="bench_dump_compare_", dir=".")
     rows = []
     try:
-        if args.msprobe_python:
+        if args.msprobe_python and not args.statistics_only:
             for batch in (8, args.large_batch):
                 pair = []
                 for perturb in ("1", "0"):
