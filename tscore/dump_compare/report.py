@@ -158,8 +158,8 @@ class DumpCompareReport(BaseModel):
             elif basis == "md5":
                 cells += [row.target_md5 or na, row.orig_md5 or na]
             else:
-                cells += [na if v is None else v for v in row.stat_diffs]
-                cells += [_percent(v) for v in row.stat_relative]
+                cells += [na if v is None else v for v in (row.stat_diff or no_stats)]
+                cells += [_percent(v) for v in (row.stat_rel or no_stats)]
             cells += [na if v is None else v for v in (row.target_stats or no_stats)]
             cells += [na if v is None else v for v in (row.orig_stats or no_stats)]
             cells += [row.accuracy, row.message, verdict.status, verdict.module or ""]

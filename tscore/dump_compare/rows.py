@@ -62,43 +62,10 @@ class Row:
     error: float | None = None  # scale-free disagreement; 0 when equal; inf when it cannot agree
     accuracy: str = "N/A"  # ptdbg's "Accuracy Reached or Not": Yes, No, Unmatched, Nan, N/A
     message: str = ""
-    stat_diff: list[float | None] | None = None  # filled for many rows at once by statistics_errors
+    # target minus orig and |diff / orig| for max, min, mean and norm (None where a side has none),
+    # set for every row whose two sides have statistics, all at once, by statistics_errors
+    stat_diff: list[float | None] | None = None
     stat_rel: list[float | None] | None = None
-
-    @property
-    def stat_diffs(self) -> list[float | None]:
-        """Target minus orig, for max, min, mean and norm (None where a side has none)."""
-        if self.stat_diff is not None:
-            return self.stat_diff
-        if self.target_stats is None or self.orig_stats is None:
-            return [None] * 4
-        return [_sub(a, b) for a, b in zip(self.target_stats, self.orig_stats, strict=False)]
-
-    @property
-    def stat_relative(self) -> list[float | None]:
-        """``|diff / orig|`` for max, min, mean and norm (inf when orig is 0 and target is not)."""
-        if self.stat_rel is not None:
-            return self.stat_rel
-        if self.target_stats is None or self.orig_stats is None:
-            return [None] * 4
-        return [_relative(a, b) for a, b in zip(self.target_stats, self.orig_stats, strict=False)]
-
-
-def _sub(a: float | None, b: float | None) -> float | None:
-    if a is None or b is None:
-        return None
-    if math.isinf(a) and a == b:
-        return 0.0
-    return a - b
-
-
-def _relative(a: float | None, b: float | None) -> float | None:
-    diff = _sub(a, b)
-    if diff is None or b is None:
-        return None
-    if diff == 0:
-        return 0.0
-    return abs(diff / b) if b != 0 else math.inf
 
 
 _DEVICE = re.compile(r"^(cpu|cuda|target|gpu|xpu|mps|meta|ascend)(:\w*)?$", re.IGNORECASE)
@@ -206,7 +173,11 @@ def _stats_matrix(stats: Sequence[Sequence[float | None]]) -> tuple[np.ndarray, 
 
 
 def statistics_errors(rows: Sequence[Row], tolerance: float) -> None:
-    """Set the error and accuracy of every statistics row at once (vectorised over the rows).
+    """Set the statistics' differences of every row, and the error and accuracy of statistics rows.
+
+    Vectorised over the rows: the differences (``stat_diff``, ``stat_rel``) for every row whose
+    two sides have statistics, whatever was compared; the error and accuracy for the rows
+    judged by their statistics (``basis == "statistics"``).
 
     A row's error is the largest difference of max, min and mean over the orig's range
     (the larger of its |max| and |min|), and of the norm over the orig's norm; absolute
@@ -214,7 +185,7 @@ def statistics_errors(rows: Sequence[Row], tolerance: float) -> None:
     different infinities, is an infinite error; equal infinities and NaN on both sides
     agree; a statistic one side did not record (msprobe's mean of an integer tensor) is left out.
     """
-    chosen = [r for r in rows if r.basis == "statistics" and r.target_stats and r.orig_stats]
+    chosen = [r for r in rows if r.target_stats and r.orig_stats]
     if not chosen:
         return
     a, given_a = _stats_matrix([r.target_stats or () for r in chosen])
@@ -243,7 +214,7 @@ def statistics_errors(rows: Sequence[Row], tolerance: float) -> None:
         else:
             row.stat_diff = [d if k else None for d, k in zip(diff, known_row, strict=True)]
             row.stat_rel = [r if k else None for r, k in zip(rel, known_row, strict=True)]
-        if error < 0:  # no statistic both sides recorded
+        if error < 0 or row.basis != "statistics":  # no statistic both sides recorded; or not judged by them
             continue
         row.error = error
         row.accuracy = "No" if error > tolerance else "Yes"
