@@ -19,6 +19,9 @@ first layer that differs (exit 2 also when a network fails to run).
 ``tscore dump-info DIR`` says what a dump holds: steps, ranks, records,
 APIs, tensor files and bytes.
 
+``tscore clean DIR`` removes the temporary files that a killed save left
+(the next ``ts.save`` into the folder does it too).
+
 Exit status: 0 on success (for ``compare`` and ``ckpt-diff``: everything
 within tolerance), 1 when a comparison found a difference, 2 on a usage error
 or bad input.
@@ -29,13 +32,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from tabulate import tabulate
 
-from tscore import __version__
+from tscore import __version__, folder_writers
 from tscore.checkpoint import cli_commands
 from tscore.compare.engine import MATCH_STRATEGIES, compare_npy_dir
 from tscore.compare.kernels import KERNEL_NAMES
@@ -173,6 +177,33 @@ def _add_compare(commands: Any) -> None:
     compare.set_defaults(run=_cmd_compare)
 
 
+def _cmd_clean(args: argparse.Namespace) -> int:
+    """Remove (or, with ``--dry-run``, list) what saves that never finished left under each folder."""
+    status = 0
+    for folder in args.folders:
+        if not os.path.isdir(folder):
+            print(f"tscore clean: {folder!r} is not a folder", file=sys.stderr)
+            status = 2
+            continue
+        for root, _dirs, _files in os.walk(folder):
+            for item in folder_writers.clean(root, dry_run=args.dry_run):
+                verb = "would remove" if args.dry_run else "removed"
+                print(f"{verb} {item.path}: {item.reason} (writer {item.writer})")
+    return status
+
+
+def _add_clean(commands: Any) -> None:
+    clean = commands.add_parser(
+        "clean",
+        help="remove the temporary files of saves that never finished (their process is gone)",
+        description="Walk each folder and remove the hidden .tmp files and lock files that a killed "
+        "ts.save or report writer left; files of processes still running are kept.",
+    )
+    clean.add_argument("folders", nargs="+", metavar="FOLDER", help="folders to clean, with their subfolders")
+    clean.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
+    clean.set_defaults(run=_cmd_clean)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the argument parser of the ``tscore`` command."""
     parser = argparse.ArgumentParser(
@@ -185,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     plugins.add_argument("--json", action="store_true", help="print JSON for a program")
     plugins.set_defaults(run=_cmd_plugins)
     _add_compare(commands)
+    _add_clean(commands)
     cli_commands.add_convert(commands)
     cli_commands.add_ckpt_diff(commands, _non_negative)
     cli_command.add_diff(commands, _non_negative, _positive_int)

@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from tscore import folder_writers
 from tscore.errors import TargetPathError, UnsupportedObjectError
 
 META_FILE_NAME = "tscore_meta.jsonl"
@@ -92,18 +93,24 @@ def writable_target(path: str | os.PathLike[str], argument: str) -> str:
     return name
 
 
-def write_atomic(path: str, write: Callable[[BinaryIO], object]) -> None:
-    """Create or replace the file at ``path`` so that it is complete or absent.
+def write_atomic(
+    path: str, write: Callable[[BinaryIO], object], place: Callable[[str, str], str] | None = None
+) -> str:
+    """Create or replace the file at ``path`` so that it is complete or absent; return where it went.
 
-    ``write`` fills a hidden temporary file in the same folder, which is
-    then renamed over ``path`` (``os.replace`` is atomic on one file
-    system). An exception or ``KeyboardInterrupt`` half way removes the
-    temporary file and leaves any old ``path`` as it was.
+    ``write`` fills a hidden temporary file in the same folder, named for
+    this process (:func:`tscore.folder_writers.temp_name`), which is then
+    renamed over ``path`` (``os.replace`` is atomic on one file system), or
+    handed to ``place(temp, path)``, which moves it and returns the final
+    path (``save`` never replaces another process's file). An exception or
+    ``KeyboardInterrupt`` half way removes the temporary file and leaves
+    any old ``path`` as it was; a ``kill -9`` leaves the temporary file,
+    which the next save into the folder removes.
 
     :raises TargetPathError: naming the path, when it cannot be written.
     """
     folder, base = os.path.split(path)
-    temp = os.path.join(folder, f".{base}.{os.getpid()}-{next(_temp_ids)}.tmp")
+    temp = os.path.join(folder, folder_writers.temp_name(base, next(_temp_ids)))
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
     except OSError as exc:
@@ -113,7 +120,10 @@ def write_atomic(path: str, write: Callable[[BinaryIO], object]) -> None:
     try:
         with os.fdopen(fd, "wb") as stream:
             write(stream)
-        os.replace(temp, path)
+        if place is None:
+            os.replace(temp, path)
+            return path
+        return place(temp, path)
     except BaseException as exc:
         try:
             os.unlink(temp)
@@ -152,12 +162,15 @@ def write_npy_fast(path: str, array: np.ndarray) -> None:
                 view = view[stream.write(view) :]
 
 
-def write_npy(path: str, array: np.ndarray) -> None:
+def write_npy(path: str, array: np.ndarray, place: Callable[[str, str], str] | None = None) -> str:
     """Write ``array`` to ``path`` as ``.npy``, complete or not at all (see :func:`write_atomic`).
 
+    :return: the path written (``place`` may choose another).
     :raises TargetPathError: naming the path, when it cannot be written.
     """
-    write_atomic(path, lambda stream: np.lib.format.write_array(stream, array, allow_pickle=False))
+    return write_atomic(
+        path, lambda stream: np.lib.format.write_array(stream, array, allow_pickle=False), place
+    )
 
 
 def append_meta(folder: str, records: Iterable[Mapping[str, Any]]) -> None:
@@ -178,6 +191,17 @@ def append_meta(folder: str, records: Iterable[Mapping[str, Any]]) -> None:
             os.close(fd)
     except OSError as exc:
         raise TargetPathError(f"cannot write {path!r}: {exc.strerror or exc}") from exc
+
+
+def last_writer(folder: str, file: str) -> str | None:
+    """Return the writer id that ``tscore_meta.jsonl`` last recorded for ``file``, None if none did.
+
+    Reads the side file from the start; called only when two live processes
+    claim one name, which a well-laid-out job never does.
+    """
+    record = read_meta(folder).get(file)
+    writer = record.get("writer") if record else None
+    return writer if isinstance(writer, str) else None
 
 
 def read_meta(folder: str) -> dict[str, dict[str, Any]]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -27,10 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from tscore import naming, npy_files
+from tscore import folder_writers, naming, npy_files
 from tscore.errors import InvalidNameError, UnsupportedObjectError
 from tscore.plugins import hook
 from tscore.tensors import is_tensor, tensor_meta, to_numpy, type_name
+
+logger = logging.getLogger(__name__)
 
 _id_lock = threading.Lock()
 _ids: Iterator[int] = itertools.count()
@@ -102,17 +105,82 @@ def _write(
         plan[file] = item
     if not plan:
         return []
+    folder = rank_folder(folder)
     npy_files.ensure_folder(folder)
+    folder_writers.claim(folder)
     written: list[str] = []
     records: list[dict[str, Any]] = []
+    writer = folder_writers.writer_id()
     for file, item in plan.items():
         stored = npy_files.storable(item.array)
-        path = os.path.join(folder, file)
-        npy_files.write_npy(path, stored)
+        path = npy_files.write_npy(os.path.join(folder, file), stored, place=_place)
         written.append(path)
-        records.append({"file": file, **item.meta, "stored_dtype": str(stored.dtype)})
+        records.append(
+            {"file": os.path.basename(path), **item.meta, "stored_dtype": str(stored.dtype), "writer": writer}
+        )
     npy_files.append_meta(folder, records)
     return written
+
+
+def rank_folder(folder: str) -> str:
+    """Return ``folder/rank{r}`` when a loaded framework's distributed layer gives this process a rank.
+
+    Every rank of a distributed job then writes its own folder, as spec 004
+    lays dumps out; without one, ``folder`` itself.
+    """
+    rank = hook().ts_current_rank()
+    return os.path.join(folder, f"rank{rank}") if rank is not None else folder
+
+
+_warned: set[str] = set()  # folders where a collision with another process was reported
+
+
+def _place(temp: str, path: str) -> str:
+    """Give the complete file ``temp`` its final name ``path``, never replacing another process's file.
+
+    The name is created exclusively (a hard link). When ``path`` exists, it
+    is replaced if this process wrote it (``auto_id=False`` in a loop) or if
+    no other process is writing the folder now (a file from an earlier run,
+    which TroubleShooter replaces too). Otherwise another live process owns
+    it: the file is saved as ``{stem}.{writer}.npy`` instead, and one warning
+    per folder names both writers.
+    """
+    try:
+        _link_new(temp, path)
+    except FileExistsError:
+        folder = os.path.dirname(path)
+        others = folder_writers.live_writers(folder)
+        if not others or npy_files.last_writer(folder, os.path.basename(path)) == folder_writers.writer_id():
+            os.replace(temp, path)
+        else:
+            stem, ext = os.path.splitext(path)
+            path = f"{stem}.{folder_writers.writer_id()}{ext}"
+            os.replace(temp, path)
+            if folder not in _warned:
+                _warned.add(folder)
+                logger.warning(
+                    "save: %s is also being written by process(es) %s; this process (%s) saves files whose "
+                    "names they already took as {name}.%s.npy. Give each process its own folder.",
+                    folder,
+                    ", ".join(others),
+                    folder_writers.writer_id(),
+                    folder_writers.writer_id(),
+                )
+    return path
+
+
+def _link_new(temp: str, path: str) -> None:
+    """Move ``temp`` to ``path`` only if ``path`` does not exist (``FileExistsError`` otherwise)."""
+    try:
+        os.link(temp, path)
+    except FileExistsError:
+        raise
+    except OSError:  # a file system without hard links: check, then rename (not atomic)
+        if os.path.lexists(path):
+            raise FileExistsError(path) from None
+        os.replace(temp, path)
+        return
+    os.unlink(temp)
 
 
 def save(

@@ -11,7 +11,7 @@ import pytest
 
 import tscore as ts
 from tests.conftest import npy_names
-from tscore import npy_files
+from tscore import folder_writers, npy_files
 
 
 def test_single_list_dict_and_ids(tmp_path):
@@ -116,14 +116,15 @@ def test_interrupted_write_leaves_no_file(tmp_path, monkeypatch):
     monkeypatch.setattr(np.lib.format, "write_array", explode)
     with pytest.raises(KeyboardInterrupt):
         ts.save(tmp_path / "x", np.ones(1000))
-    assert sorted(os.listdir(tmp_path)) == []
+    # Only this live process's writer lock (removed at exit) remains: no data, no temporary file.
+    assert [n for n in os.listdir(tmp_path) if not folder_writers.LOCK_NAME.match(n)] == []
 
 
 def test_overwrite_is_atomic_replace(tmp_path):
     ts.save(tmp_path / "x", np.ones(4), auto_id=False)
     ts.save(tmp_path / "x", np.zeros(4), auto_id=False)
     np.testing.assert_array_equal(np.load(tmp_path / "x.npy"), np.zeros(4))
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    assert [p.name for p in tmp_path.iterdir() if folder_writers.TEMP_NAME.match(p.name)] == []
 
 
 def test_saved_data_does_not_follow_later_in_place_changes(tmp_path):

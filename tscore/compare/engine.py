@@ -420,6 +420,7 @@ def compare_npy_dir(
         kernel=chosen_kernel,
         pairs=[plan.rows[i] for i in range(len(pairs))],
         ignored_files={"orig": orig.ignored, "target": target.ignored},
+        skipped_files={side: lst.debris for side, lst in (("orig", orig), ("target", target)) if lst.debris},
     )
     if print_level:
         print_report(report.table(compare_shape=compare_shape, only_failed=print_level == 2))

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tscore import folder_writers
 from tscore.compare.npy_layout import NpyLayout, NpyReadError, read_npy_layout
 from tscore.errors import TargetPathError
 from tscore.npy_files import META_FILE_NAME, read_meta
@@ -28,11 +29,12 @@ NameMap = list[tuple[str | None, str | None]]
 MATCH_STRATEGIES = ("name", "number", "shape")  # the strategies compare_npy_dir(match=...) names
 
 _NUMBER = re.compile(r"\d+")
+_RANK_FOLDER = re.compile(r"^rank\d+$")
 
 
 @dataclass(frozen=True)
 class FolderListing:
-    """The ``.npy`` files of one folder in compare order, the other files it ignored, its meta records.
+    """The ``.npy`` files of one folder in compare order, the files it ignored or skipped, its meta records.
 
     Headers read through :meth:`layout` are kept, so that pairing by shape
     and planning the comparison read each file's header once.
@@ -42,6 +44,7 @@ class FolderListing:
     npy: list[str]
     ignored: list[str] = field(default_factory=list)
     meta: dict[str, dict[str, Any]] = field(default_factory=dict)
+    debris: list[str] = field(default_factory=list)
     _layouts: dict[str, NpyLayout] = field(default_factory=dict, repr=False, compare=False)
 
     def layout(self, name: str) -> NpyLayout:
@@ -55,17 +58,47 @@ class FolderListing:
 
 
 def _order_key(name: str, written: dict[str, int]) -> tuple[object, ...]:
-    numbers = [int(n) for n in _NUMBER.findall(name)]
+    folder, _, base = name.rpartition("/")
+    rank = int(folder[4:]) if folder else -1
+    numbers = [int(n) for n in _NUMBER.findall(base)]
     if not numbers:
-        return (1, 0, 0, len(written), name)
-    return (0, numbers[0], numbers[-1], written.get(name, len(written)), name)
+        return (rank, 1, 0, 0, len(written), base)
+    return (rank, 0, numbers[0], numbers[-1], written.get(name, len(written)), base)
+
+
+def _is_bookkeeping(name: str) -> bool:
+    """Say whether ``name`` is tscore's own: the meta side file or a writer's lock file."""
+    return name == META_FILE_NAME or bool(folder_writers.LOCK_NAME.match(name))
+
+
+def _scan(path: str, prefix: str, found: dict[str, list[str]], meta: dict[str, dict[str, Any]]) -> None:
+    """Sort the entries of ``path`` into ``.npy`` files, debris and ignored files, names prefixed."""
+    for entry in os.scandir(path):
+        if not entry.is_file():
+            continue
+        name = prefix + entry.name
+        if entry.name.startswith(".") and folder_writers.TEMP_NAME.match(entry.name):
+            if folder_writers.debris_of(path, entry.name) is not None:
+                found["debris"].append(name)
+            # else a save in progress: not data yet
+        elif _is_bookkeeping(entry.name):
+            continue
+        elif entry.name.endswith(".npy"):
+            found["npy"].append(name)
+        else:
+            found["ignored"].append(name)
+    meta.update({prefix + file: record for file, record in read_meta(path).items()})
 
 
 def list_folder(folder: str | os.PathLike[str], role: str = "folder") -> FolderListing:
-    """List the ``.npy`` files directly in ``folder`` in compare order.
+    """List the ``.npy`` files of ``folder`` in compare order.
 
-    Other files are returned as ``ignored`` (tscore's own
-    ``tscore_meta.jsonl`` is not counted); subfolders are not entered.
+    A folder holding no ``.npy`` file but ``rank{r}`` subfolders (what
+    ``ts.save`` and the dump write in a distributed job) is listed through
+    them: names become ``rank{r}/{file}``, so two such parents pair rank by
+    rank. Other subfolders are not entered. Other files are returned as
+    ``ignored`` (tscore's own ``tscore_meta.jsonl`` and lock files are not
+    counted); temporary files of saves that never finished, as ``debris``.
 
     :raises TargetPathError: naming the folder when it does not exist, is not
         a folder or holds no ``.npy`` file. ``role`` (``"orig_dir"``...) says
@@ -75,18 +108,37 @@ def list_folder(folder: str | os.PathLike[str], role: str = "folder") -> FolderL
     if not os.path.isdir(path):
         what = "does not exist" if not os.path.exists(path) else "is not a folder"
         raise TargetPathError(f"{role} {path!r} {what}; pass the folder that ts.save wrote")
+    found: dict[str, list[str]] = {"npy": [], "ignored": [], "debris": []}
+    meta: dict[str, dict[str, Any]] = {}
     try:
-        entries = [e for e in os.scandir(path) if e.is_file()]
+        _scan(path, "", found, meta)
+        if not found["npy"]:
+            ranks = sorted(
+                (e.name for e in os.scandir(path) if e.is_dir() and _RANK_FOLDER.match(e.name)),
+                key=lambda n: int(n[4:]),
+            )
+            for rank in ranks:
+                _scan(os.path.join(path, rank), rank + "/", found, meta)
     except OSError as exc:
         raise TargetPathError(f"{role} {path!r} cannot be listed: {exc.strerror or exc}") from exc
-    npy = [e.name for e in entries if e.name.endswith(".npy")]
-    ignored = sorted(e.name for e in entries if not e.name.endswith(".npy") and e.name != META_FILE_NAME)
+    if found["debris"]:
+        logger.warning(
+            "%s %s holds %d temporary file(s) of saves that did not finish; they are skipped "
+            "(`tscore clean %s` removes them)",
+            role,
+            path,
+            len(found["debris"]),
+            path,
+        )
+    npy = found["npy"]
     if not npy:
-        raise TargetPathError(f"{role} {path!r} holds no .npy file; pass the folder that ts.save wrote")
-    meta = read_meta(path)
+        skipped = f" (only {len(found['debris'])} unfinished save(s))" if found["debris"] else ""
+        raise TargetPathError(
+            f"{role} {path!r} holds no .npy file{skipped}; pass the folder that ts.save wrote"
+        )
     written = {name: rank for rank, name in enumerate(meta)}
     npy.sort(key=lambda name: _order_key(name, written))
-    return FolderListing(path, npy, ignored, meta)
+    return FolderListing(path, npy, sorted(found["ignored"]), meta, sorted(found["debris"]))
 
 
 def map_by_name(orig: Sequence[str], target: Sequence[str]) -> NameMap:

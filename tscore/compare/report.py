@@ -184,6 +184,11 @@ class CompareReport(BaseModel):
     ignored_files: dict[str, list[str]] = Field(
         default_factory=dict, description="non-.npy files left out, per side ('orig', 'target')"
     )
+    skipped_files: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="temporary files of saves that never finished (their process is gone), per side; "
+        "never read, removed by the next save or `tscore clean`",
+    )
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -216,6 +221,9 @@ class CompareReport(BaseModel):
         if ignored:
             per_side = ", ".join(f"{side} {len(v)}" for side, v in self.ignored_files.items() if v)
             line += f"; {ignored} non-.npy file(s) ignored ({per_side})"
+        skipped = sum(len(v) for v in self.skipped_files.values())
+        if skipped:
+            line += f"; {skipped} unfinished save(s) skipped (`tscore clean FOLDER` removes them)"
         return line
 
     def table(self, *, compare_shape: bool = False, only_failed: bool = False) -> str:

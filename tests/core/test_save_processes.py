@@ -1,0 +1,177 @@
+"""Several processes saving into one folder, and a save killed half way: nothing lost, debris removed.
+
+Real processes (``sys.executable``), real ``kill -9``, real files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tscore as ts
+from tscore import cli, folder_writers
+from tscore.npy_files import read_meta
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX processes and flock")
+
+# Each writer saves 20 arrays filled with its own number; both wait for each other before saving
+# and before exiting, so they are two live writers of one folder, as two ranks of a job are.
+WRITER = textwrap.dedent(
+    """
+    import os, sys, time
+    import numpy as np
+    import tscore as ts
+    me, folder, barrier = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+
+    def wait_all(tag):
+        open(os.path.join(barrier, f"{tag}{me}"), "w").close()
+        while not all(os.path.exists(os.path.join(barrier, f"{tag}{i}")) for i in (0, 1)):
+            time.sleep(0.01)
+
+    wait_all("start")
+    for step in range(20):
+        ts.save(os.path.join(folder, "x"), np.full(4, me * 1000 + step, dtype=np.float32))
+    wait_all("done")
+    """
+)
+
+
+def _run_writers(tmp_path: Path, script: str, folder: Path) -> None:
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(i), str(folder), str(barrier)], stderr=subprocess.PIPE
+        )
+        for i in (0, 1)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode()
+
+
+def _values(folder: Path) -> dict[float, str]:
+    """Map the first value of every saved array to its file name."""
+    return {float(np.load(p)[0]): p.name for p in folder.glob("*.npy")}
+
+
+def test_two_processes_saving_into_one_folder_keep_every_array(tmp_path):
+    folder = tmp_path / "out"
+    _run_writers(tmp_path, WRITER, folder)
+    values = _values(folder)
+    expected = {float(me * 1000 + step) for me in (0, 1) for step in range(20)}
+    assert set(values) == expected  # all 40 arrays, each with its own values
+    # The metadata records exactly the files that exist, each with its writer.
+    meta = read_meta(str(folder))
+    assert set(meta) == {p.name for p in folder.glob("*.npy")}
+    assert len(open(folder / "tscore_meta.jsonl").read().splitlines()) == 40
+    assert len({record["writer"] for record in meta.values()}) == 2
+    # Nothing of tscore's bookkeeping is left once both writers have exited.
+    assert not [n for n in os.listdir(folder) if n.startswith(".")]
+
+
+def test_the_second_writer_gets_suffixed_names_and_one_warning(tmp_path):
+    folder = tmp_path / "out"
+    _run_writers(tmp_path, WRITER, folder)
+    suffixed = [n for n in os.listdir(folder) if n.endswith(".npy") and n.count(".") == 2]
+    plain = [n for n in os.listdir(folder) if n.endswith(".npy") and n.count(".") == 1]
+    assert len(plain) == 20 and len(suffixed) == 20
+    # The suffix names the process that wrote the file.
+    meta = read_meta(str(folder))
+    assert all(name.split(".")[1] == meta[name]["writer"] for name in suffixed)
+
+
+def test_a_single_process_keeps_troubleshooters_names_and_replaces_its_own_files(tmp_path):
+    ts.save(str(tmp_path / "a"), np.zeros(2), auto_id=False)
+    ts.save(str(tmp_path / "a"), np.ones(2), auto_id=False)
+    assert sorted(n for n in os.listdir(tmp_path) if not n.startswith(".")) == ["a.npy", "tscore_meta.jsonl"]
+    np.testing.assert_array_equal(np.load(tmp_path / "a.npy"), np.ones(2))
+
+
+def test_a_later_run_replaces_the_files_of_an_earlier_one(tmp_path):
+    folder = tmp_path / "out"
+    script = "import sys, numpy as np, tscore as ts; ts.save(sys.argv[1], np.full(2, float(sys.argv[2])))"
+    for value in (1, 2):
+        subprocess.run([sys.executable, "-c", script, str(folder / "x"), str(value)], check=True)
+    assert [n for n in os.listdir(folder) if n.endswith(".npy")] == ["0_x.npy"]
+    np.testing.assert_array_equal(np.load(folder / "0_x.npy"), [2.0, 2.0])
+
+
+KILLED = textwrap.dedent(
+    """
+    import sys, numpy as np, tscore as ts
+    ts.save(sys.argv[1], np.arange(3.0))
+    big = np.ones(25_000_000, dtype=np.float64)  # 200 MB
+    while True:
+        ts.save(sys.argv[1], big)
+    """
+)
+
+
+def _kill_mid_save(folder: Path) -> None:
+    """Start a process that saves 200 MB arrays in a loop and kill -9 it while a temporary file exists."""
+    proc = subprocess.Popen([sys.executable, "-c", KILLED, str(folder / "big")])
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if folder.is_dir() and any(folder_writers.TEMP_NAME.match(n) for n in os.listdir(folder)):
+                break
+            time.sleep(0.002)
+        else:
+            pytest.fail("the saving process never wrote a temporary file")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+
+def test_a_killed_save_is_skipped_by_compare_then_removed_by_the_next_save(tmp_path):
+    folder = tmp_path / "out"
+    _kill_mid_save(folder)
+    left = [n for n in os.listdir(folder) if folder_writers.TEMP_NAME.match(n)]
+    assert left, "the kill left no temporary file"
+    report = ts.migrator.compare_npy_dir(str(folder), str(folder), print_level=0)
+    assert report.skipped_files["orig"] == left
+    assert all(not folder_writers.TEMP_NAME.match(p.orig_name or "") for p in report.pairs)
+    assert "unfinished save" in report.summary()
+    ts.save(str(folder / "next"), np.zeros(3))
+    assert not [n for n in os.listdir(folder) if folder_writers.TEMP_NAME.match(n)]
+    assert not [
+        n for n in os.listdir(folder) if folder_writers.LOCK_NAME.match(n) and str(os.getpid()) not in n
+    ]
+
+
+def test_tscore_clean_removes_debris_and_keeps_live_writers_files(tmp_path, capsys):
+    folder = tmp_path / "out"
+    _kill_mid_save(folder)
+    live = folder / f".0_x.npy.{folder_writers.writer_id()}-0.tmp"  # this process is alive
+    live.write_bytes(b"in progress")
+    assert cli.main(["clean", "--dry-run", str(tmp_path)]) == 0
+    assert "would remove" in capsys.readouterr().out
+    assert any(folder_writers.TEMP_NAME.match(n) and n != live.name for n in os.listdir(folder))
+    assert cli.main(["clean", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "removed" in out and "process that is gone" in out
+    assert [n for n in os.listdir(folder) if n.startswith(".")] == [live.name]
+
+
+def test_debris_is_never_read_as_data(tmp_path):
+    ts.save(str(tmp_path / "x"), np.arange(4.0))
+    host = folder_writers.writer_id().rsplit("-", 1)[0]
+    debris = tmp_path / f".1_x.npy.{host}-999999999-0.tmp"  # a pid that cannot exist: its writer is gone
+    np.save(tmp_path / "data.npy", np.arange(4.0))
+    os.replace(tmp_path / "data.npy", debris)
+    report = ts.migrator.compare_npy_dir(str(tmp_path), str(tmp_path), print_level=0)
+    assert [p.orig_name for p in report.pairs] == ["0_x.npy"]
+    assert json.loads(report.to_json())["skipped_files"] == {"orig": [debris.name], "target": [debris.name]}
+    # The same file from a writer on another machine may still be in progress there: kept, not skipped.
+    os.replace(debris, tmp_path / ".1_x.npy.otherhost-999999999-0.tmp")
+    assert ts.migrator.compare_npy_dir(str(tmp_path), str(tmp_path), print_level=0).skipped_files == {}
