@@ -30,14 +30,23 @@ def read_json(
         raise error(f"{what} {name!r} does not exist{hint}") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise error(f"{what} {name!r} cannot be read as JSON: {exc}") from None
+    except (RecursionError, ValueError) as exc:  # nested too deep, an integer of 5,000 digits
+        raise error(f"{what} {name!r} cannot be read as JSON: {type(exc).__name__}: {exc}") from None
 
 
 def parse_json(data: bytes) -> Any:
     """Parse JSON bytes fast (orjson); bare ``NaN`` and ``Infinity``, which Python's json writes, too.
 
-    :raises json.JSONDecodeError: when the bytes are not JSON (a line cut short by a crash).
+    :raises json.JSONDecodeError: when the bytes are not JSON (a line cut short by a crash, nesting
+        too deep, an integer too long, bytes that are not UTF-8): no other error.
     """
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
+        pass
+    try:
         return json.loads(data)
+    except json.JSONDecodeError:
+        raise
+    except (RecursionError, ValueError) as exc:  # UnicodeDecodeError is a ValueError too
+        raise json.JSONDecodeError(f"{type(exc).__name__}: {str(exc)[:200]}", "", 0) from None

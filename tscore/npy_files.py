@@ -12,11 +12,12 @@ Two rules from the design:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -93,19 +94,18 @@ def writable_target(path: str | os.PathLike[str], argument: str) -> str:
     return name
 
 
-def write_atomic(
-    path: str, write: Callable[[BinaryIO], object], place: Callable[[str, str], str] | None = None
-) -> str:
-    """Create or replace the file at ``path`` so that it is complete or absent; return where it went.
+@contextlib.contextmanager
+def atomic_stream(path: str, place: Callable[[str, str], str] | None = None) -> Iterator[BinaryIO]:
+    """Open a hidden temporary file beside ``path``; on a clean exit give it the name ``path``.
 
-    ``write`` fills a hidden temporary file in the same folder, named for
-    this process (:func:`tscore.folder_writers.temp_name`), which is then
-    renamed over ``path`` (``os.replace`` is atomic on one file system), or
-    handed to ``place(temp, path)``, which moves it and returns the final
-    path (``save`` never replaces another process's file). An exception or
-    ``KeyboardInterrupt`` half way removes the temporary file and leaves
-    any old ``path`` as it was; a ``kill -9`` leaves the temporary file,
-    which the next save into the folder removes.
+    The temporary file is named for this process
+    (:func:`tscore.folder_writers.temp_name`) and renamed over ``path``
+    (``os.replace`` is atomic on one file system), or handed to
+    ``place(temp, path)``, which moves it itself (``save`` never replaces
+    another process's file). An exception or ``KeyboardInterrupt`` inside
+    the block removes the temporary file and leaves any old ``path`` as it
+    was; a ``kill -9`` leaves the temporary file, which the next save into
+    the folder or ``tscore clean`` removes.
 
     :raises TargetPathError: naming the path, when it cannot be written.
     """
@@ -119,11 +119,11 @@ def write_atomic(
         ) from exc
     try:
         with os.fdopen(fd, "wb") as stream:
-            write(stream)
+            yield stream
         if place is None:
             os.replace(temp, path)
-            return path
-        return place(temp, path)
+        else:
+            place(temp, path)
     except BaseException as exc:
         try:
             os.unlink(temp)
@@ -132,6 +132,29 @@ def write_atomic(
         if isinstance(exc, OSError):
             raise TargetPathError(f"cannot write {path!r}: {exc.strerror or exc}") from exc
         raise
+
+
+def write_atomic(
+    path: str, write: Callable[[BinaryIO], object], place: Callable[[str, str], str] | None = None
+) -> str:
+    """Create or replace the file at ``path`` so that it is complete or absent; return where it went.
+
+    ``write`` fills the stream of :func:`atomic_stream`; ``place`` as there
+    (it returns the final path).
+
+    :raises TargetPathError: naming the path, when it cannot be written.
+    """
+    final = [path]
+
+    def placed(temp: str, target: str) -> str:
+        final[0] = place(temp, target) if place else target
+        if place is None:
+            os.replace(temp, target)
+        return final[0]
+
+    with atomic_stream(path, placed) as stream:
+        write(stream)
+    return final[0]
 
 
 @functools.lru_cache(maxsize=1024)

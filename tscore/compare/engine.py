@@ -1,40 +1,35 @@
 """Comparing two folders of ``.npy`` files, or two arrays: ``compare_npy_dir`` and friends.
 
-The work runs in three steps. Planning reads only file headers and turns
-every pair into a final row (missing, unreadable, shapes that cannot be
-compared) or into segments of work. Running maps the files and computes the
-statistics in chunks, in worker processes when the data are big enough to
-pay for them. Judging turns the merged statistics into report rows.
+Listing holds the names of both folders compactly; pairing gives the pairs
+as index arrays. The pairs are then compared block by block
+(:mod:`tscore.compare.blocks`: reading, batched or chunked statistics,
+judging, rendering, in worker processes when there is enough work), and
+the rows stream to the output file and the report
+(:class:`~tscore.compare.report.RowStream`), so time per pair and memory
+stay flat from ten files to a million.
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import logging
-import multiprocessing
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
-from tscore.compare import name_maps, segments
+from tscore.compare import blocks, name_maps
 from tscore.compare.kernels import kernel_name, logical_stats, resolve_kernel
-from tscore.compare.npy_layout import NpyLayout, NpyReadError
 from tscore.compare.pair_stats import PairStats
-from tscore.compare.report import CompareReport, PairResult, PairStatus, print_report
-from tscore.dtypes import neutral_dtype
+from tscore.compare.report import CompareReport, PairResult, RowStream, print_report
 from tscore.npy_files import writable_target
 
 logger = logging.getLogger(__name__)
 
 PathLike = str | os.PathLike[str]
 MATCH_STRATEGIES = name_maps.MATCH_STRATEGIES
-
-# Below this many bytes (both sides) one process is faster than starting workers.
-PARALLEL_MIN_BYTES = 64 << 20
+PARALLEL_MIN_BYTES = blocks.PARALLEL_MIN_BYTES
 
 
 # ---------------------------------------------------------------- arguments
@@ -68,81 +63,7 @@ def _check_name_map(name_map_list: Iterable[Any]) -> name_maps.NameMap:
     return pairs
 
 
-# ---------------------------------------------------------------- dtypes
-
-
-def _source_dtype(layout: NpyLayout, meta: Mapping[str, Mapping[str, Any]]) -> str:
-    """Return the dtype the tensor had before saving, when tscore_meta.jsonl recorded this very file."""
-    record = meta.get(os.path.basename(layout.path))
-    if record and record.get("stored_dtype") == layout.dtype.name:
-        shown = record.get("native_dtype") or record.get("dtype")  # the framework's spelling, for people
-        if isinstance(shown, str):
-            return shown
-    return layout.dtype.name
-
-
-# ---------------------------------------------------------------- judging
-
-
-def judge(
-    orig_name: str | None,
-    target_name: str | None,
-    orig_shape: tuple[int, ...],
-    target_shape: tuple[int, ...],
-    orig_dtype: str,
-    target_dtype: str,
-    stats: PairStats | None,
-) -> PairResult:
-    """Turn the statistics of a compared pair into a report row.
-
-    ``stats`` is None when the shapes differ in size, so no value was compared.
-    """
-    row: dict[str, Any] = {
-        "orig_name": orig_name,
-        "target_name": target_name,
-        "orig_shape": orig_shape,
-        "target_shape": target_shape,
-        "orig_dtype": orig_dtype,
-        "target_dtype": target_dtype,
-    }
-    messages: list[str] = []
-    dtypes_differ = neutral_dtype(orig_dtype) != neutral_dtype(target_dtype)
-    if orig_shape != target_shape:
-        status = PairStatus.SHAPE_MISMATCH
-        if stats is None:
-            messages.append(f"shapes differ: {orig_shape} vs {target_shape}; values not compared")
-        else:
-            messages.append(
-                f"shapes differ ({orig_shape} vs {target_shape}) but both hold {stats.elements} elements; "
-                "the metrics compare the flattened arrays"
-            )
-    elif stats is not None and stats.allclose:
-        status = PairStatus.DTYPE_MISMATCH if dtypes_differ else PairStatus.OK
-    else:
-        status = PairStatus.DTYPE_MISMATCH if dtypes_differ else PairStatus.MISMATCH
-    if dtypes_differ:
-        messages.append(f"dtypes differ: {orig_dtype} vs {target_dtype}; values compared in float64")
-    if stats is not None:
-        row.update(
-            elements=stats.elements,
-            allclose=stats.allclose and orig_shape == target_shape,
-            ratio_close=stats.ratio_close,
-            cosine=stats.cosine,
-            mean_abs_diff=stats.mean_abs_diff,
-            max_abs_diff=stats.max_abs_diff,
-            max_rel_diff=stats.max_rel_diff,
-            orig_nan=stats.orig_nan,
-            orig_inf=stats.orig_inf,
-            target_nan=stats.target_nan,
-            target_inf=stats.target_inf,
-        )
-        if stats.finite < stats.elements:
-            messages.append(
-                f"orig has {stats.orig_nan} NaN and {stats.orig_inf} inf, target {stats.target_nan} NaN "
-                f"and {stats.target_inf} inf; statistics cover the {stats.finite} positions finite on "
-                "both sides"
-            )
-    return PairResult(status=status, message="; ".join(messages), **row)
+# ---------------------------------------------------------------- arrays
 
 
 def compare_arrays(
@@ -174,170 +95,7 @@ def compare_arrays(
         stats = logical_stats(a.reshape(-1), b.reshape(-1), rtol, atol, equal_nan, chosen)
     else:
         stats = None
-    return judge(orig_name, target_name, a.shape, b.shape, a.dtype.name, b.dtype.name, stats)
-
-
-# ---------------------------------------------------------------- planning
-
-
-@dataclass
-class _Plan:
-    """Rows already final, and the segments still to compute, for every pair."""
-
-    rows: dict[int, PairResult] = field(default_factory=dict)
-    pending: dict[int, tuple[NpyLayout, NpyLayout, str, str]] = field(default_factory=dict)
-    work: list[segments.Segment] = field(default_factory=list)
-    names: list[tuple[str | None, str | None]] = field(default_factory=list)
-
-    @property
-    def data_bytes(self) -> int:
-        """Bytes of data, both sides, that the segments will read."""
-        return sum((s.orig.dtype.itemsize + s.target.dtype.itemsize) * s.elements for s in self.work)
-
-
-def _final(
-    orig: str | None, target: str | None, status: PairStatus, message: str, **extra: Any
-) -> PairResult:
-    return PairResult(orig_name=orig, target_name=target, status=status, message=message, **extra)
-
-
-def _plan(
-    orig_listing: name_maps.FolderListing, target_listing: name_maps.FolderListing, pairs: name_maps.NameMap
-) -> _Plan:
-    plan = _Plan(names=list(pairs))
-    listings = {"orig": orig_listing, "target": target_listing}
-    metas = {side: listing.meta for side, listing in listings.items()}
-    for index, (orig, target) in enumerate(pairs):
-        layouts: dict[str, NpyLayout] = {}
-        problems: list[str] = []
-        missing = False
-        for side, name in (("orig", orig), ("target", target)):
-            folder = listings[side].folder
-            if name is None or not os.path.isfile(os.path.join(folder, name)):
-                missing = True
-                if name is None:
-                    problems.append(f"{orig if side == 'target' else target!r} has no partner in {side}_dir")
-                else:
-                    problems.append(f"{name!r} not found in {side}_dir {folder!r}")
-                continue
-            try:
-                layouts[side] = listings[side].layout(name)
-            except NpyReadError as exc:
-                problems.append(f"{side}: {exc}")
-        if len(layouts) < 2:
-            status = PairStatus.MISSING if missing else PairStatus.UNREADABLE
-            extra: dict[str, Any] = {f"{side}_shape": lay.shape for side, lay in layouts.items()}
-            extra.update({f"{side}_dtype": _source_dtype(lay, metas[side]) for side, lay in layouts.items()})
-            plan.rows[index] = _final(orig, target, status, "; ".join(problems), **extra)
-            continue
-        a, b = layouts["orig"], layouts["target"]
-        dtypes = (_source_dtype(a, metas["orig"]), _source_dtype(b, metas["target"]))
-        reshaped = a.shape != b.shape
-        if a.size != b.size or (reshaped and "F" in {segments.memory_order(a), segments.memory_order(b)}):
-            plan.rows[index] = judge(orig, target, a.shape, b.shape, *dtypes, None)
-            continue
-        plan.pending[index] = (a, b, *dtypes)
-        plan.work.extend(segments.split_pair(index, a, b))
-    return plan
-
-
-# ---------------------------------------------------------------- running
-
-
-def _cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def _executor(kernel: str, workers: int) -> cf.Executor:
-    """Threads for the numba kernel, which releases the GIL; processes for the numpy kernel.
-
-    Processes are started by fork, as TroubleShooter's are: ``spawn`` and
-    ``forkserver`` workers import the user's ``__main__`` again, which
-    re-runs a script that calls ``compare_npy_dir`` at top level without an
-    ``if __name__ == "__main__":`` guard (the spec's examples do). The
-    workers only read files and run numpy, which is safe after fork.
-    """
-    if kernel == "numba":
-        return cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tscore-compare")
-    return cf.ProcessPoolExecutor(
-        max_workers=workers,
-        mp_context=multiprocessing.get_context("fork"),
-        initializer=segments.one_blas_thread,
-    )
-
-
-def _parallel_allowed(kernel: str) -> bool:
-    return kernel == "numba" or "fork" in multiprocessing.get_all_start_methods()
-
-
-def _workers_for(num_processes: int | None, plan: _Plan, kernel: str) -> int:
-    if num_processes is not None:
-        if isinstance(num_processes, bool) or not isinstance(num_processes, int) or num_processes < 1:
-            raise ValueError(f"num_processes must be an integer >= 1 or None, got {num_processes!r}")
-        return num_processes if _parallel_allowed(kernel) else 1
-    if plan.data_bytes < PARALLEL_MIN_BYTES or not _parallel_allowed(kernel):
-        return 1
-    return max(1, min(_cpu_count(), len(plan.work)))
-
-
-def _run(
-    tasks: list[list[segments.Segment]],
-    workers: int,
-    settings: tuple[float, float, bool, str],
-    on_result: Callable[[int, PairStats | str], None],
-) -> None:
-    if workers == 1 or len(tasks) < 2:
-        for task in tasks:
-            for pair, result in segments.run_task(task, *settings):
-                on_result(pair, result)
-        return
-    executor = _executor(settings[3], min(workers, len(tasks)))
-    futures = {executor.submit(segments.run_task, task, *settings): task for task in tasks}
-    try:
-        for future in cf.as_completed(futures):
-            try:
-                results = future.result()
-            except cf.process.BrokenProcessPool as exc:
-                died = f"a worker process died while comparing ({exc})"
-                results = [(segment.pair, died) for segment in futures[future]]
-            for pair, result in results:
-                on_result(pair, result)
-    except BaseException:
-        executor.shutdown(wait=False, cancel_futures=True)
-        raise
-    executor.shutdown(wait=True)
-
-
-def _execute(
-    plan: _Plan, rtol: float, atol: float, equal_nan: bool, kernel: str, workers: int, bar: tqdm
-) -> None:
-    """Compute every pending pair and put its row into ``plan.rows``."""
-    remaining = {index: 0 for index in plan.pending}
-    for segment in plan.work:
-        remaining[segment.pair] += 1
-    totals = {index: PairStats() for index in plan.pending}
-    errors: dict[int, str] = {}
-
-    def on_result(pair: int, result: PairStats | str) -> None:
-        if isinstance(result, str):
-            errors[pair] = result
-        else:
-            totals[pair].merge(result)
-        remaining[pair] -= 1
-        if remaining[pair]:
-            return
-        orig, target = plan.names[pair]
-        a, b, orig_dtype, target_dtype = plan.pending[pair]
-        if pair in errors:
-            plan.rows[pair] = _final(orig, target, PairStatus.UNREADABLE, errors[pair])
-        else:
-            plan.rows[pair] = judge(orig, target, a.shape, b.shape, orig_dtype, target_dtype, totals[pair])
-        bar.update(1)
-
-    _run(segments.pack(plan.work), workers, (rtol, atol, equal_nan, kernel), on_result)
+    return blocks.judge(orig_name, target_name, a.shape, b.shape, a.dtype.name, b.dtype.name, stats)
 
 
 # ---------------------------------------------------------------- public API
@@ -345,7 +103,7 @@ def _execute(
 
 def _pairs_for(
     match: str, orig: name_maps.FolderListing, target: name_maps.FolderListing
-) -> name_maps.NameMap:
+) -> Sequence[tuple[str | None, str | None]]:
     if match == "name":
         return name_maps.map_by_name(orig.npy, target.npy)
     if match == "number":
@@ -395,21 +153,33 @@ def compare_npy_dir(
     if print_level not in (0, 1, 2):
         raise ValueError(f"print_level must be 0, 1 or 2, got {print_level!r}")
     out_path = _check_output_file(output_file)
+    if num_processes is not None and (
+        isinstance(num_processes, bool) or not isinstance(num_processes, int) or num_processes < 1
+    ):
+        raise ValueError(f"num_processes must be an integer >= 1 or None, got {num_processes!r}")
     orig, target = name_maps.list_folders(orig_dir, target_dir)
     kernel_name(kernel)  # a bad name fails here, before any work
+    pairs: Sequence[tuple[str | None, str | None]]
     if name_map_list is not None:
         pairs, match = _check_name_map(name_map_list), "custom"
     else:
         pairs = _pairs_for(match, orig, target)
     logger.info("comparing orig dir %s with target dir %s (%d pairs)", orig.folder, target.folder, len(pairs))
 
-    plan = _plan(orig, target, pairs)
-    chosen_kernel = resolve_kernel(kernel, plan.data_bytes)
-    workers = _workers_for(num_processes, plan, chosen_kernel)
-    with tqdm(total=len(pairs), unit="pair", desc="compare", disable=None if print_level else True) as bar:
-        bar.update(len(plan.rows))
-        _execute(plan, float(rtol), float(atol), bool(equal_nan), chosen_kernel, workers, bar)
-
+    stream = RowStream(len(pairs), out_path)
+    settings = blocks.Settings(
+        float(rtol), float(atol), bool(equal_nan), kernel, num_processes, stream.want_json, stream.keep_all
+    )
+    kernels: set[str] = set()
+    try:
+        quiet = None if print_level else True
+        with tqdm(total=len(pairs), unit="pair", desc="compare", disable=quiet) as bar:
+            for rendered, used in blocks.run_blocks(pairs, orig, target, settings, bar.update):
+                stream.add(rendered)
+                kernels |= used
+    except BaseException:
+        stream.abort()
+        raise
     report = CompareReport(
         orig_dir=orig.folder,
         target_dir=target.folder,
@@ -417,15 +187,18 @@ def compare_npy_dir(
         atol=float(atol),
         equal_nan=bool(equal_nan),
         match=match,
-        kernel=chosen_kernel,
-        pairs=[plan.rows[i] for i in range(len(pairs))],
+        kernel="numba" if "numba" in kernels else "numpy",
+        total=len(pairs),
+        counts=stream.counts,
+        pairs=stream.kept,
+        pairs_complete=stream.keep_all,
         ignored_files={"orig": orig.ignored, "target": target.ignored},
         skipped_files={side: lst.debris for side, lst in (("orig", orig), ("target", target)) if lst.debris},
     )
+    stream.finish(report)
     if print_level:
         print_report(report.table(compare_shape=compare_shape, only_failed=print_level == 2))
     if out_path:
-        report.write(out_path)
         logger.info("wrote the comparison to %s", out_path)
     return report
 

@@ -14,21 +14,23 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+
+import numpy as np
 
 from tscore import folder_writers
+from tscore.compare import name_lists
+from tscore.compare.name_lists import MetaIndex, NameList, PairIndex
 from tscore.compare.npy_layout import NpyLayout, NpyReadError, read_npy_layout
 from tscore.errors import TargetPathError
-from tscore.npy_files import META_FILE_NAME, read_meta
+from tscore.npy_files import META_FILE_NAME
 
 logger = logging.getLogger(__name__)
 
 NameMap = list[tuple[str | None, str | None]]
 MATCH_STRATEGIES = ("name", "number", "shape")  # the strategies compare_npy_dir(match=...) names
 
-_NUMBER = re.compile(r"\d+")
 _RANK_FOLDER = re.compile(r"^rank\d+$")
 
 
@@ -36,14 +38,15 @@ _RANK_FOLDER = re.compile(r"^rank\d+$")
 class FolderListing:
     """The ``.npy`` files of one folder in compare order, the files it ignored or skipped, its meta records.
 
+    Names and records are held compactly (:mod:`tscore.compare.name_lists`).
     Headers read through :meth:`layout` are kept, so that pairing by shape
-    and planning the comparison read each file's header once.
+    reads each file's header once.
     """
 
     folder: str
-    npy: list[str]
+    npy: NameList
     ignored: list[str] = field(default_factory=list)
-    meta: dict[str, dict[str, Any]] = field(default_factory=dict)
+    meta: MetaIndex = field(default_factory=MetaIndex)
     debris: list[str] = field(default_factory=list)
     _layouts: dict[str, NpyLayout] = field(default_factory=dict, repr=False, compare=False)
 
@@ -57,37 +60,38 @@ class FolderListing:
         return self._layouts[name]
 
 
-def _order_key(name: str, written: dict[str, int]) -> tuple[object, ...]:
-    folder, _, base = name.rpartition("/")
-    rank = int(folder[4:]) if folder else -1
-    numbers = [int(n) for n in _NUMBER.findall(base)]
-    if not numbers:
-        return (rank, 1, 0, 0, len(written), base)
-    return (rank, 0, numbers[0], numbers[-1], written.get(name, len(written)), base)
-
-
 def _is_bookkeeping(name: str) -> bool:
     """Say whether ``name`` is tscore's own: the meta side file or a writer's lock file."""
     return name == META_FILE_NAME or bool(folder_writers.LOCK_NAME.match(name))
 
 
-def _scan(path: str, prefix: str, found: dict[str, list[str]], meta: dict[str, dict[str, Any]]) -> None:
+def _scan(
+    path: str, prefix: str, found: dict[str, list[str]], npy: list[np.ndarray], meta: MetaIndex
+) -> None:
     """Sort the entries of ``path`` into ``.npy`` files, debris and ignored files, names prefixed."""
-    for entry in os.scandir(path):
-        if not entry.is_file():
-            continue
-        name = prefix + entry.name
-        if entry.name.startswith(".") and folder_writers.TEMP_NAME.match(entry.name):
-            if folder_writers.debris_of(path, entry.name) is not None:
-                found["debris"].append(name)
-            # else a save in progress: not data yet
-        elif _is_bookkeeping(entry.name):
-            continue
-        elif entry.name.endswith(".npy"):
-            found["npy"].append(name)
-        else:
-            found["ignored"].append(name)
-    meta.update({prefix + file: record for file, record in read_meta(path).items()})
+
+    def npy_names() -> Iterator[str]:
+        for entry in os.scandir(path):
+            name = entry.name
+            if name.endswith(".npy") and not name.startswith("."):
+                if entry.is_file():
+                    yield prefix + name
+                continue
+            if not entry.is_file():
+                continue
+            if name.startswith(".") and folder_writers.TEMP_NAME.match(name):
+                if folder_writers.debris_of(path, name) is not None:
+                    found["debris"].append(prefix + name)
+                # else a save in progress: not data yet
+            elif _is_bookkeeping(name):
+                continue
+            elif name.endswith(".npy"):
+                yield prefix + name
+            else:
+                found["ignored"].append(prefix + name)
+
+    npy.append(name_lists.to_array(npy_names()))
+    meta.read(path, prefix)
 
 
 def list_folder(folder: str | os.PathLike[str], role: str = "folder") -> FolderListing:
@@ -108,17 +112,18 @@ def list_folder(folder: str | os.PathLike[str], role: str = "folder") -> FolderL
     if not os.path.isdir(path):
         what = "does not exist" if not os.path.exists(path) else "is not a folder"
         raise TargetPathError(f"{role} {path!r} {what}; pass the folder that ts.save wrote")
-    found: dict[str, list[str]] = {"npy": [], "ignored": [], "debris": []}
-    meta: dict[str, dict[str, Any]] = {}
+    found: dict[str, list[str]] = {"ignored": [], "debris": []}
+    blocks: list[np.ndarray] = []
+    meta = MetaIndex()
     try:
-        _scan(path, "", found, meta)
-        if not found["npy"]:
+        _scan(path, "", found, blocks, meta)
+        if not blocks[0].size:
             ranks = sorted(
                 (e.name for e in os.scandir(path) if e.is_dir() and _RANK_FOLDER.match(e.name)),
                 key=lambda n: int(n[4:]),
             )
             for rank in ranks:
-                _scan(os.path.join(path, rank), rank + "/", found, meta)
+                _scan(os.path.join(path, rank), rank + "/", found, blocks, meta)
     except OSError as exc:
         raise TargetPathError(f"{role} {path!r} cannot be listed: {exc.strerror or exc}") from exc
     if found["debris"]:
@@ -130,37 +135,35 @@ def list_folder(folder: str | os.PathLike[str], role: str = "folder") -> FolderL
             len(found["debris"]),
             path,
         )
-    npy = found["npy"]
-    if not npy:
+    names = np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
+    if not names.size:
         skipped = f" (only {len(found['debris'])} unfinished save(s))" if found["debris"] else ""
         raise TargetPathError(
             f"{role} {path!r} holds no .npy file{skipped}; pass the folder that ts.save wrote"
         )
-    written = {name: rank for rank, name in enumerate(meta)}
-    npy.sort(key=lambda name: _order_key(name, written))
-    return FolderListing(path, npy, sorted(found["ignored"]), meta, sorted(found["debris"]))
+    names = names[name_lists.compare_order(names, meta)]
+    return FolderListing(path, NameList(names), sorted(found["ignored"]), meta, sorted(found["debris"]))
 
 
-def map_by_name(orig: Sequence[str], target: Sequence[str]) -> NameMap:
+def list_folders(
+    orig_dir: str | os.PathLike[str], target_dir: str | os.PathLike[str]
+) -> tuple[FolderListing, FolderListing]:
+    """List both folders (see :func:`list_folder`), naming the argument in any error."""
+    return list_folder(orig_dir, "orig_dir"), list_folder(target_dir, "target_dir")
+
+
+def _as_names(names: Sequence[str]) -> NameList:
+    return names if isinstance(names, NameList) else NameList(name_lists.to_array(names))
+
+
+def map_by_name(orig: Sequence[str], target: Sequence[str]) -> PairIndex:
     """Pair equal names, in ``orig``'s order; unpaired target files follow, in their order."""
-    remaining = set(target)
-    pairs: NameMap = []
-    for name in orig:
-        if name in remaining:
-            remaining.discard(name)
-            pairs.append((name, name))
-        else:
-            pairs.append((name, None))
-    pairs.extend((None, name) for name in target if name in remaining)
-    return pairs
+    return name_lists.pair_by_name(_as_names(orig), _as_names(target))
 
 
-def map_by_number(orig: Sequence[str], target: Sequence[str]) -> NameMap:
+def map_by_number(orig: Sequence[str], target: Sequence[str]) -> PairIndex:
     """Pair the i-th file of each ordered list; the longer list's extra files get None."""
-    length = max(len(orig), len(target))
-    return [
-        (orig[i] if i < len(orig) else None, target[i] if i < len(target) else None) for i in range(length)
-    ]
+    return name_lists.pair_by_number(_as_names(orig), _as_names(target))
 
 
 def align_by_edit_distance(
@@ -259,13 +262,6 @@ def map_by_shape(
     ]
 
 
-def list_folders(
-    orig_dir: str | os.PathLike[str], target_dir: str | os.PathLike[str]
-) -> tuple[FolderListing, FolderListing]:
-    """List both folders (see :func:`list_folder`), naming the argument in any error."""
-    return list_folder(orig_dir, "orig_dir"), list_folder(target_dir, "target_dir")
-
-
 def _warn_unpaired(pairs: NameMap, orig: FolderListing, target: FolderListing) -> NameMap:
     unpaired = sum(1 for a, b in pairs if a is None or b is None)
     if unpaired:
@@ -281,7 +277,7 @@ def get_name_map_list_by_name(
     :raises TargetPathError: when a folder is missing or holds no ``.npy`` file.
     """
     orig, target = list_folders(orig_dir, target_dir)
-    return _warn_unpaired(map_by_name(orig.npy, target.npy), orig, target)
+    return _warn_unpaired(list(map_by_name(orig.npy, target.npy)), orig, target)
 
 
 def get_name_map_list_by_number(
@@ -292,7 +288,7 @@ def get_name_map_list_by_number(
     :raises TargetPathError: when a folder is missing or holds no ``.npy`` file.
     """
     orig, target = list_folders(orig_dir, target_dir)
-    return _warn_unpaired(map_by_number(orig.npy, target.npy), orig, target)
+    return _warn_unpaired(list(map_by_number(orig.npy, target.npy)), orig, target)
 
 
 def get_name_map_list_by_shape_edit_distance(

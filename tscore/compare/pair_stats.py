@@ -219,3 +219,62 @@ def numpy_stats(a: np.ndarray, b: np.ndarray, rtol: float, atol: float, equal_na
         stop = start + CHUNK_ELEMENTS
         total.merge(_numpy_chunk(a[start:stop], b[start:stop], rtol, atol, equal_nan, scratch))
     return total
+
+
+def batch_stats(
+    orig: list[np.ndarray], target: list[np.ndarray], rtol: float, atol: float, equal_nan: bool
+) -> list[PairStats]:
+    """Compare many small pairs of 1-d arrays at once: the same numbers as :func:`numpy_stats` for each.
+
+    The pairs are laid end to end in two float64 buffers and every statistic
+    is taken per pair with one ``reduceat`` over the whole batch, so a
+    thousand pairs of 64 elements cost a few dozen numpy calls instead of
+    fifteen thousand. Pairs holding NaN or inf, and empty pairs, go through
+    :func:`numpy_stats` one by one.
+    """
+    results = [PairStats() for _ in orig]
+    sizes = np.fromiter((a.size for a in orig), dtype=np.int64, count=len(orig))
+    batch = np.flatnonzero(sizes)
+    if batch.size == 0:
+        return results
+    x = np.concatenate([orig[i] for i in batch], dtype=np.float64, casting="unsafe")
+    y = np.concatenate([target[i] for i in batch], dtype=np.float64, casting="unsafe")
+    starts = np.zeros(batch.size, dtype=np.int64)
+    np.cumsum(sizes[batch][:-1], out=starts[1:])
+    finite = np.logical_and.reduceat(np.isfinite(x) & np.isfinite(y), starts)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        d = x - y
+        sum_sq = np.add.reduceat(d * d, starts)
+        dot_aa, dot_bb, dot_ab = (np.add.reduceat(p, starts) for p in (x * x, y * y, x * y))
+        np.abs(d, out=d)
+        sum_abs, max_abs = np.add.reduceat(d, starts), np.maximum.reduceat(d, starts)
+        t = np.abs(y)
+        close = np.add.reduceat(d <= atol + rtol * t, starts, dtype=np.int64)
+        np.divide(d, t, out=t)
+        t[np.isnan(t)] = 0.0  # 0/0: equal zeros; only finite pairs are kept from here
+        max_rel = np.maximum.reduceat(t, starts)
+        rel_1e3 = np.add.reduceat(t < 0.001, starts, dtype=np.int64)
+        rel_5e3 = np.add.reduceat(t < 0.005, starts, dtype=np.int64)
+    columns = zip(
+        batch.tolist(),
+        finite.tolist(),
+        sizes[batch].tolist(),
+        close.tolist(),
+        sum_abs.tolist(),
+        max_abs.tolist(),
+        max_rel.tolist(),
+        dot_ab.tolist(),
+        dot_aa.tolist(),
+        dot_bb.tolist(),
+        sum_sq.tolist(),
+        rel_1e3.tolist(),
+        rel_5e3.tolist(),
+        strict=True,
+    )
+    for index, ok, n, *values in columns:
+        if not ok:
+            results[index] = numpy_stats(orig[index], target[index], rtol, atol, equal_nan)
+            continue
+        c, s_abs, m_abs, m_rel, ab, aa, bb, sq, r3, r5 = values
+        results[index] = PairStats(n, c, n, s_abs, m_abs, m_rel, ab, aa, bb, 0, 0, 0, 0, sq, r3, r5)
+    return results

@@ -14,12 +14,15 @@ import json
 import math
 import os
 import sys
-from typing import Any
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field
 from tabulate import tabulate
 
-from tscore.npy_files import write_atomic
+from tscore.npy_files import atomic_stream, write_atomic
 
 TITLE = "The list of comparison results"
 
@@ -168,8 +171,101 @@ def pair_table(
     return "\n".join([boxed(title, body), *notes, *(footer or [])])
 
 
+KEEP_ALL_ROWS = 20_000  # a report of at most this many pairs keeps every row in memory
+MAX_FAILED_ROWS = 20_000  # a bigger one keeps at most this many failing rows
+
+
+def _tally() -> dict[str, int]:
+    return {**{status.value: 0 for status in PairStatus}, "passed": 0, "failed": 0}
+
+
+@dataclass
+class RenderedRows:
+    """The rows of one block of pairs, rendered where they were computed (maybe a worker process)."""
+
+    csv: bytes  # CSV lines, no header
+    json: bytes | None  # the rows as JSON objects joined by commas, when the output is JSON
+    counts: dict[str, int]
+    kept: list[PairResult]  # every row, or only the failing ones (at most MAX_FAILED_ROWS)
+
+
+def render_rows(rows: list[PairResult], want_json: bool, keep_all: bool) -> RenderedRows:
+    """Count and render ``rows``; keep all of them or only the failing ones."""
+    counts = _tally()
+    kept: list[PairResult] = []
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    for row in rows:
+        passed = row.passed
+        counts[row.status.value] += 1
+        counts["passed" if passed else "failed"] += 1
+        if keep_all or (not passed and len(kept) < MAX_FAILED_ROWS):
+            kept.append(row)
+        writer.writerow(csv_row(row))
+    json_text = b",".join(row.model_dump_json().encode() for row in rows) if want_json else None
+    return RenderedRows(buffer.getvalue().encode("utf-8"), json_text, counts, kept)
+
+
+class RowStream:
+    """The rows of a comparison, block by block in pair order: counted, kept or spooled, written out.
+
+    Memory stays bounded whatever the number of rows: beyond
+    :data:`KEEP_ALL_ROWS` pairs only failing rows are kept (at most
+    :data:`MAX_FAILED_ROWS`), every row goes to a temporary CSV spool file
+    that :meth:`CompareReport.iter_pairs` reads back, and to the output
+    file (CSV or JSON) as it is made.
+    """
+
+    def __init__(self, total: int, out_path: str | None) -> None:
+        self.keep_all = total <= KEEP_ALL_ROWS
+        self.want_json = bool(out_path and out_path.lower().endswith(".json"))
+        self.kept: list[PairResult] = []
+        self.counts = _tally()
+        self.spool: BinaryIO | None = None if self.keep_all else tempfile.TemporaryFile(prefix="tscore-rows-")
+        self._out = atomic_stream(out_path) if out_path else None
+        self._stream = self._out.__enter__() if self._out else None
+        if self._stream is not None:
+            self._stream.write(b'{"pairs": [' if self.want_json else _CSV_HEADER)
+        self._rows = 0
+
+    def add(self, block: RenderedRows) -> None:
+        """Count, keep or spool, and write the rows of the next block."""
+        for key, value in block.counts.items():
+            self.counts[key] += value
+        room = len(block.kept) if self.keep_all else MAX_FAILED_ROWS - len(self.kept)
+        self.kept.extend(block.kept[: max(room, 0)])
+        if self.spool is not None:
+            self.spool.write(block.csv)
+        if self._stream is not None:
+            if self.want_json and block.json:
+                self._stream.write((b"," if self._rows else b"") + block.json)
+            elif not self.want_json:
+                self._stream.write(block.csv)
+        self._rows += sum(block.counts[s.value] for s in PairStatus)
+
+    def finish(self, report: CompareReport) -> None:
+        """Complete the output file with the report's other fields and give it its name."""
+        if self.spool is not None:
+            self.spool.flush()
+            report._spool = self.spool
+        if self._out is None or self._stream is None:
+            return
+        if self.want_json:
+            rest = report.model_dump_json(exclude={"pairs"})
+            self._stream.write(b"], " + rest[1:].encode())
+        self._out.__exit__(None, None, None)
+
+    def abort(self) -> None:
+        """Drop the half-written output file (an error or Ctrl-C stopped the comparison)."""
+        if self._out is not None:
+            stop = RuntimeError("comparison stopped")
+            self._out.__exit__(RuntimeError, stop, None)
+        if self.spool is not None:
+            self.spool.close()
+
+
 class CompareReport(BaseModel):
-    """Every pair compared between two folders, with the settings used."""
+    """The pairs compared between two folders, with the settings used and the count of every outcome."""
 
     model_config = ConfigDict(ser_json_inf_nan="strings")
 
@@ -180,7 +276,13 @@ class CompareReport(BaseModel):
     equal_nan: bool
     match: str = Field(description="how files were paired: name, number, shape or custom")
     kernel: str = Field(description="the compare kernel used: numpy or numba")
-    pairs: list[PairResult]
+    total: int = Field(description="the number of pairs compared")
+    counts: dict[str, int] = Field(description="pairs per status, plus passed and failed")
+    pairs: list[PairResult] = Field(
+        description=f"every pair when there are at most {KEEP_ALL_ROWS:,} (pairs_complete), otherwise "
+        f"the failing ones, at most {MAX_FAILED_ROWS:,}; iter_pairs() gives every row"
+    )
+    pairs_complete: bool = True
     ignored_files: dict[str, list[str]] = Field(
         default_factory=dict, description="non-.npy files left out, per side ('orig', 'target')"
     )
@@ -189,28 +291,31 @@ class CompareReport(BaseModel):
         description="temporary files of saves that never finished (their process is gone), per side; "
         "never read, removed by the next save or `tscore clean`",
     )
+    _spool: BinaryIO | None = PrivateAttr(default=None)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def passed(self) -> bool:
         """True when every pair passed."""
-        return all(p.passed for p in self.pairs)
+        return self.counts.get("failed", 0) == 0
 
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def counts(self) -> dict[str, int]:
-        """Pairs per status, plus ``passed`` and ``failed``."""
-        counts = {status.value: 0 for status in PairStatus}
-        for pair in self.pairs:
-            counts[pair.status.value] += 1
-        counts["passed"] = sum(p.passed for p in self.pairs)
-        counts["failed"] = len(self.pairs) - counts["passed"]
-        return counts
+    def iter_pairs(self) -> Iterator[PairResult]:
+        """Yield every row in pair order, kept or not (read back from the spool file)."""
+        if self.pairs_complete or self._spool is None:
+            yield from self.pairs
+            return
+        self._spool.seek(0)
+        text = io.TextIOWrapper(self._spool, encoding="utf-8", newline="")
+        try:
+            for cells in csv.reader(text):
+                yield row_from_csv(cells)
+        finally:
+            text.detach()
 
     def summary(self) -> str:
         """One line: how many pairs passed, failed, and why; ignored files."""
         counts = self.counts
-        parts = [f"{len(self.pairs)} pairs: {counts['passed']} within tolerance"]
+        parts = [f"{self.total} pairs: {counts['passed']} within tolerance"]
         parts.extend(
             f"{counts[s.value]} {s.value.replace('_', ' ')}"
             for s in PairStatus
@@ -224,13 +329,19 @@ class CompareReport(BaseModel):
         skipped = sum(len(v) for v in self.skipped_files.values())
         if skipped:
             line += f"; {skipped} unfinished save(s) skipped (`tscore clean FOLDER` removes them)"
+        if not self.pairs_complete:
+            which = (
+                "every" if len(self.pairs) == counts["failed"] else f"the first {len(self.pairs):,} of the"
+            )
+            line += f"; the report keeps {which} failing pair(s), iter_pairs() reads back all {self.total:,}"
         return line
 
     def table(self, *, compare_shape: bool = False, only_failed: bool = False) -> str:
         """Render the spec's terminal table: title, names, [shapes], allclose, ratio, cosine, diffs.
 
         Rows with something to explain (missing files, dtypes, NaN counts)
-        get a numbered note below the table, then the summary line.
+        get a numbered note below the table, then the summary line. A report
+        too big to keep every row shows its failing rows.
         """
         return pair_table(
             self.pairs, compare_shape=compare_shape, only_failed=only_failed, footer=[self.summary()]
@@ -238,18 +349,19 @@ class CompareReport(BaseModel):
 
     def to_csv(self) -> str:
         """Every pair as one CSV row; numeric columns hold plain numbers, empty when undefined."""
-        columns = [name for name in PairResult.model_fields] + ["passed"]
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow(columns)
-        for pair in self.pairs:
-            record = pair.model_dump(mode="python")
-            writer.writerow([_csv_cell(record[c]) for c in columns])
+        writer.writerow(CSV_COLUMNS)
+        writer.writerows(csv_row(pair) for pair in self.iter_pairs())
         return buffer.getvalue()
 
     def to_json(self, indent: int | None = 2) -> str:
-        """Render the whole report as JSON (inf written as the string ``"Infinity"``)."""
-        return self.model_dump_json(indent=indent)
+        """Render the whole report, every pair included, as JSON (inf written as ``"Infinity"``)."""
+        if self.pairs_complete:
+            return self.model_dump_json(indent=indent)
+        data = json.loads(self.model_dump_json(exclude={"pairs"}))
+        data["pairs"] = [json.loads(pair.model_dump_json()) for pair in self.iter_pairs()]
+        return json.dumps(data, indent=indent)
 
     def write(self, path: str | os.PathLike[str]) -> str:
         """Write the report to ``path``: JSON for ``.json``, CSV otherwise, replacing any old file.
@@ -265,11 +377,42 @@ class CompareReport(BaseModel):
         return target
 
 
+CSV_COLUMNS = [*PairResult.model_fields, "passed"]
+
+
+def csv_row(pair: PairResult) -> list[Any]:
+    """Return the CSV cells of one row, in :data:`CSV_COLUMNS` order."""
+    values = pair.__dict__
+    cells = [values[column] for column in _STORED_COLUMNS]
+    for position, value in enumerate(cells):
+        if value is None:
+            cells[position] = ""
+        elif type(value) is tuple or isinstance(value, enum.Enum):
+            cells[position] = _csv_cell(value)
+    cells.append(pair.passed)
+    return cells
+
+
+_STORED_COLUMNS = list(PairResult.model_fields)
+_CSV_HEADER = (",".join(CSV_COLUMNS) + "\n").encode()
+_SHAPE_COLUMNS = {"orig_shape", "target_shape"}
+
+
+def row_from_csv(cells: list[str]) -> PairResult:
+    """Read back one row that :func:`csv_row` wrote."""
+    values: dict[str, Any] = {"orig_name": None, "target_name": None}
+    for column, cell in zip(_STORED_COLUMNS, cells, strict=False):
+        if cell == "":
+            continue
+        values[column] = json.loads(cell) if column in _SHAPE_COLUMNS else cell
+    return PairResult.model_validate(values)
+
+
 def _csv_cell(value: Any) -> Any:
     if value is None:
         return ""
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, tuple):
-        return json.dumps(list(value))
+        return "[" + ", ".join(str(int(n)) for n in value) + "]"  # what json.dumps writes for a shape
     return value
