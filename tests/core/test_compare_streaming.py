@@ -1,4 +1,4 @@
-"""Comparisons too big to hold: rows streamed block by block, in worker processes, the report keeps the failures.
+"""Comparisons too big to hold: rows streamed block by block, in worker processes; the report keeps failures.
 
 The block size and the row limits are made small so that a few hundred real files take every path
 that a million would: many blocks, forked workers, a spool read back, CSV and JSON written as rows come.
