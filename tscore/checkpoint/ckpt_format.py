@@ -26,6 +26,7 @@ are read when the values are used.
 from __future__ import annotations
 
 import binascii
+import math
 import mmap
 import os
 from collections.abc import Iterator, Mapping
@@ -249,7 +250,7 @@ def _finish(path: str, buffer: mmap.mmap | bytes, parts: list[_Record], out: Che
         out.skipped[name] = f"dtype {first.tensor_type!r}, which numpy cannot hold"
         return
     shape = tuple(first.dims)
-    count = int(np.prod(shape, dtype=np.int64))
+    count = math.prod(shape)  # a Python integer: a damaged shape cannot wrap around to a small count
     if shape == (0,) and len(raw) == dtype.itemsize:  # MindSpore's way of writing some scalars
         shape, count = (), 1
     if count * dtype.itemsize != len(raw):

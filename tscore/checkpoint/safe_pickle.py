@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import pickletools
 from collections.abc import Callable, Iterable, Mapping
 from typing import IO, Any
 
@@ -70,11 +71,63 @@ def _empty_array(subtype: object, shape: Any, dtype: object) -> np.ndarray:
     """Begin an array as numpy's own pickles do: empty, to be filled from the file's bytes (BUILD)."""
     if subtype not in (_ArrayType, np.ndarray) or tuple(shape) != (0,):
         raise UnsafePickleError(f"numpy _reconstruct of shape {shape!r} (uninitialised memory)")
+    if isinstance(dtype, np.dtype) and dtype.hasobject:
+        raise UnsafePickleError("numpy _reconstruct of an object array (pickled Python objects)")
     return _numpy_reconstruct()(np.ndarray, (0,), dtype)  # type: ignore[no-any-return]
+
+
+_MAX_RANGE = 10_000_000  # a range this long in a checkpoint is an attempt to fill memory
+
+
+def _bytearray(*args: Any) -> bytearray:
+    """``bytearray`` of the bytes a pickle holds, never of a size it names (``bytearray(10**10)``)."""
+    if args and isinstance(args[0], int):
+        raise UnsafePickleError(f"builtins.bytearray({args[0]}) (memory the file does not hold)")
+    return bytearray(*args)
+
+
+def _range(*args: Any) -> range:
+    built = range(*args)
+    if len(built) > _MAX_RANGE:
+        raise UnsafePickleError(f"builtins.range of {len(built)} numbers (memory the file does not hold)")
+    return built
+
+
+def memo_problem(data: bytes | IO[bytes]) -> str | None:
+    """Say why a pickle would make the unpickler allocate what the file does not hold, or None.
+
+    CPython's unpickler sizes its memo table by the largest index a ``PUT``
+    names, so 17 bytes can ask for gigabytes. A real pickle never names an
+    index beyond its own length (each ``PUT`` takes bytes). The opcodes are
+    read (``pickletools``) without building anything; a stream is rewound.
+    """
+    source: bytes | IO[bytes] = data
+    start = 0
+    if isinstance(data, (bytes, bytearray)):
+        length = len(data)
+    else:
+        start = data.tell()
+        length = data.seek(0, io.SEEK_END) - start
+        data.seek(start)
+    try:
+        for opcode, argument, _ in pickletools.genops(source):
+            if opcode.name in _MEMO_OPS and isinstance(argument, int) and argument > length:
+                return f"it names memo slot {argument} in a pickle of {length} bytes"
+    except Exception as exc:
+        return f"it is damaged ({type(exc).__name__}: {exc})"
+    finally:
+        if not isinstance(data, (bytes, bytearray)):
+            data.seek(start)
+    return None
+
+
+_MEMO_OPS = frozenset({"PUT", "BINPUT", "LONG_BINPUT", "GET", "BINGET", "LONG_BINGET"})
 
 
 # numpy's array pickles call these; the stand-ins build only what the file's bytes fill
 ARRAY_SUBSTITUTES: dict[tuple[str, str], Callable[..., Any]] = {
+    ("builtins", "bytearray"): _bytearray,
+    ("builtins", "range"): _range,
     ("numpy", "ndarray"): _ArrayType,
     ("numpy.core.multiarray", "_reconstruct"): _empty_array,
     ("numpy._core.multiarray", "_reconstruct"): _empty_array,
@@ -112,8 +165,12 @@ def restricted_unpickle(
     :param substitutes: globals to replace by a function of the caller's, which must accept only
         the data it expects and raise :class:`UnsafePickleError` for anything else (a framework
         that pickles an array as ``eval("data", {"data": array})``).
-    :raises UnsafePickleError: naming the first global that is not allowed.
+    :raises UnsafePickleError: naming the first global that is not allowed, or a pickle that
+        would allocate memory its bytes do not hold.
     """
     stream = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source
+    problem = memo_problem(stream)
+    if problem:
+        raise pickle.UnpicklingError(f"refused to unpickle: {problem}")
     allowed = SAFE_GLOBALS | frozenset(extra)
     return _Restricted(stream, allowed, {**ARRAY_SUBSTITUTES, **(substitutes or {})}).load()

@@ -10,6 +10,7 @@ Reading maps the file and returns read-only views of it.
 from __future__ import annotations
 
 import json
+import math
 import mmap
 import os
 from collections.abc import Mapping
@@ -51,6 +52,13 @@ def _fail(path: str, what: str, offset: int) -> CheckpointReadError:
     )
 
 
+def _whole(value: object) -> int:
+    """Return a JSON number that must be a whole number >= 0 as an int (ValueError otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(value)
+    return value
+
+
 def read_safetensors(path: str | os.PathLike[str]) -> CheckpointContents:
     """Read a safetensors file into numpy arrays (views of the mapped file).
 
@@ -72,8 +80,8 @@ def read_safetensors(path: str | os.PathLike[str]) -> CheckpointContents:
         raise _fail(name, f"header length {header_size} exceeds the file ({size} bytes)", 0)
     try:
         header = json.loads(bytes(buffer[8 : 8 + header_size]))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _fail(name, f"header is not JSON ({exc})", 8) from None
+    except (RecursionError, ValueError) as exc:  # not JSON, not UTF-8, nested too deep, huge integers
+        raise _fail(name, f"header is not JSON ({type(exc).__name__}: {str(exc)[:100]})", 8) from None
     if not isinstance(header, dict):
         raise _fail(name, "header is not a JSON object", 8)
     data_start = 8 + header_size
@@ -83,17 +91,19 @@ def read_safetensors(path: str | os.PathLike[str]) -> CheckpointContents:
         out.metadata = {str(k): str(v) for k, v in metadata.items()}
     for key, info in header.items():
         try:
-            begin, end = (int(x) for x in info["data_offsets"])
-            shape = tuple(int(d) for d in info["shape"])
+            begin, end = (_whole(x) for x in info["data_offsets"])
+            shape = tuple(_whole(d) for d in info["shape"])
             type_name = str(info["dtype"])
-        except (KeyError, TypeError, ValueError):
-            raise _fail(name, f"entry {key!r} lacks dtype, shape or data_offsets", 8) from None
+        except (KeyError, TypeError, ValueError, OverflowError):
+            raise _fail(
+                name, f"entry {key!r} lacks dtype, shape or data_offsets (whole numbers >= 0)", 8
+            ) from None
         dtype = DTYPES.get(type_name)
         if dtype is None:
             out.skipped[key] = f"dtype {type_name!r}, which numpy cannot hold"
             continue
-        count = int(np.prod(shape, dtype=np.int64))
-        if end - begin != count * dtype.itemsize or begin < 0:
+        count = math.prod(shape)  # a Python integer: a damaged shape cannot wrap around
+        if end - begin != count * dtype.itemsize:
             raise _fail(
                 name,
                 f"tensor {key!r} spans {end - begin} bytes but its shape needs {count * dtype.itemsize}",

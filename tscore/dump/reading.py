@@ -8,7 +8,6 @@ reads.
 from __future__ import annotations
 
 import glob
-import json
 import logging
 import math
 import os
@@ -45,7 +44,8 @@ def dump_folders(path: str) -> list[str]:
 def read_lines(file: str) -> Iterator[Any]:
     """Yield the values of a JSON-lines file (objects, or ptdbg's lists).
 
-    A last line cut short by a crash is skipped with a note.
+    A line cut short by a crash, or damaged in any way (not JSON, nested too
+    deep, a bare number), is skipped with a note: the rest is read.
     """
     if not os.path.exists(file):
         return
@@ -55,10 +55,13 @@ def read_lines(file: str) -> Iterator[Any]:
                 continue
             try:
                 found = parse_json(line)
-            except (json.JSONDecodeError, UnicodeDecodeError):
+            except ValueError:  # JSONDecodeError, UnicodeDecodeError
                 log.warning(
                     "%s: line %d is incomplete (the run stopped while writing it); skipped", file, number
                 )
+                continue
+            if not isinstance(found, (dict, list)):
+                log.warning("%s: line %d is not a record; skipped", file, number)
                 continue
             yield _with_numbers(found) if b'"inf"' in line or b'"nan"' in line or b'"-inf"' in line else found
 
@@ -72,7 +75,10 @@ def _with_numbers(record: Any) -> Any:
     if not isinstance(record, dict):
         return record
     for side in ("inputs", "outputs"):
-        for entry in record.get(side, ()):
+        entries = record.get(side)
+        for entry in entries if isinstance(entries, list) else ():
+            if not isinstance(entry, dict):
+                continue
             for key in _NUMBER_KEYS:
                 value = entry.get(key)
                 if isinstance(value, str) and value in _NOT_FINITE and entry.get("type") != "str":
@@ -81,8 +87,36 @@ def _with_numbers(record: Any) -> Any:
 
 
 def read_stacks(folder: str) -> dict[int, list[str]]:
-    """Return ``{stack id: lines}`` of one dump folder."""
-    return {int(entry["id"]): list(entry["stack"]) for entry in read_lines(os.path.join(folder, STACKS_FILE))}
+    """Return ``{stack id: lines}`` of one dump folder; a damaged entry is left out."""
+    stacks: dict[int, list[str]] = {}
+    for entry in read_lines(os.path.join(folder, STACKS_FILE)):
+        if (
+            isinstance(entry, dict)
+            and isinstance(entry.get("id"), int)
+            and isinstance(entry.get("stack"), list)
+        ):
+            stacks[entry["id"]] = [str(line) for line in entry["stack"]]
+    return stacks
+
+
+def stack_of(record: dict[str, Any], stacks: dict[int, list[str]]) -> list[str]:
+    """Return the stack lines a record refers to (none when it refers to none, or to a damaged one)."""
+    stack = record.get("stack")
+    return stacks.get(stack, []) if isinstance(stack, int) and not isinstance(stack, bool) else []
+
+
+def read_info(folder: str) -> dict[str, Any]:
+    """Return a dump folder's ``dump_info.json`` as a dict; ``{}`` when it is missing or damaged."""
+    path = os.path.join(folder, INFO_FILE)
+    try:
+        with open(path, "rb") as stream:
+            info = parse_json(stream.read())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        log.warning("%s cannot be read (%s); going on without it", path, exc)
+        return {}
+    return info if isinstance(info, dict) else {}
 
 
 def find_records(
@@ -99,12 +133,13 @@ def find_records(
     for folder in dump_folders(root):
         stacks = read_stacks(folder)
         for record in read_lines(os.path.join(folder, RECORDS_FILE)):
+            if not isinstance(record, dict) or not isinstance(record.get("name"), str):
+                continue
             if wanted is not None and not (
-                record["name"].startswith(wanted) or record.get("call", "").startswith(name or "")
+                record["name"].startswith(wanted) or str(record.get("call", "")).startswith(name or "")
             ):
                 continue
-            stack = record.get("stack")
-            record["stack_lines"] = stacks.get(int(stack), []) if stack is not None else []
+            record["stack_lines"] = stack_of(record, stacks)
             record["folder"] = folder
             out.append(record)
     return out
@@ -134,15 +169,14 @@ def summarise(path: str) -> dict[str, Any]:
     """Say what a dump holds: per folder its step, rank, records, distinct APIs, tensor files and bytes."""
     folders = []
     for folder in dump_folders(path):
-        records = list(read_lines(os.path.join(folder, RECORDS_FILE)))
-        apis = {f"{r['prefix']}.{r['api']}" for r in records if r.get("prefix") != "Module"}
-        modules = {r["api"] for r in records if r.get("prefix") == "Module"}
+        records = [r for r in read_lines(os.path.join(folder, RECORDS_FILE)) if isinstance(r, dict)]
+        apis = {f"{r.get('prefix')}.{r.get('api')}" for r in records if r.get("prefix") != "Module"}
+        modules = {str(r.get("api")) for r in records if r.get("prefix") == "Module"}
         tensor_dir = os.path.join(folder, TENSORS_FOLDER)
         files = (
             [os.path.join(tensor_dir, f) for f in os.listdir(tensor_dir)] if os.path.isdir(tensor_dir) else []
         )
-        info_path = os.path.join(folder, INFO_FILE)
-        info = json.load(open(info_path, encoding="utf-8")) if os.path.exists(info_path) else {}
+        info = read_info(folder)
         folders.append(
             {
                 "folder": folder,

@@ -25,8 +25,8 @@ from typing import Any
 
 from tscore.dtypes import neutral_dtype
 from tscore.dump.names import MODULE_PREFIX, CallName, parse_name
-from tscore.dump.reading import read_lines
-from tscore.dump.writer import RECORDS_FILE, STACKS_FILE, TENSORS_FOLDER
+from tscore.dump.reading import read_info, read_lines, read_stacks, stack_of
+from tscore.dump.writer import RECORDS_FILE, TENSORS_FOLDER
 from tscore.errors import TscoreError
 from tscore.json_files import parse_json
 
@@ -161,10 +161,15 @@ def read_dump(path: str | os.PathLike[str], data_dir: str | None = None) -> Dump
     :raises DumpReadError: naming the path when no dump is there or its records cannot be read.
     """
     kind, records = detect(os.fspath(path))
-    if kind == "ptdbg":
-        source = _read_ptdbg(records, data_dir)
-    else:
-        source = _read_tscore(records) if kind == "tscore" else _read_msprobe(records)
+    try:
+        if kind == "ptdbg":
+            source = _read_ptdbg(records, data_dir)
+        else:
+            source = _read_tscore(records) if kind == "tscore" else _read_msprobe(records)
+    except DumpReadError:
+        raise
+    except Exception as exc:
+        raise DumpReadError(f"{records}: cannot be read ({type(exc).__name__}: {str(exc)[:200]})") from exc
     log.info("%s: %s dump, %d calls, %s", records, kind, len(source.calls), source.task)
     return source
 
@@ -189,29 +194,46 @@ def _tscore_item(call: str, entry: Mapping[str, Any], folder: str) -> Item:
     role, path = _split_entry_name(call, name)
     if entry.get("type") != "tensor":
         return Item(role, path, name, is_tensor=False, dtype=str(entry.get("type")), value=entry.get("value"))
-    stats = (entry.get("max"), entry.get("min"), entry.get("mean"), entry.get("norm"))
-    file = entry.get("file")
-    shape = entry.get("shape")
+    stats = tuple(_number(entry.get(key)) for key in ("max", "min", "mean", "norm"))
+    file, error = _inside(folder, entry.get("file"))
     return Item(
         role,
         path,
         name,
         True,
-        entry.get("dtype"),
-        tuple(shape) if shape is not None else None,
-        stats if stats != (None, None, None, None) else None,
-        entry.get("md5"),
-        folder + os.sep + file if file else None,
+        str(entry["dtype"]) if entry.get("dtype") is not None else None,
+        _shape(entry.get("shape")),
+        stats if stats != (None, None, None, None) else None,  # type: ignore[arg-type]
+        entry.get("md5") if isinstance(entry.get("md5"), str) else None,
+        file,
         None,
-        entry.get("error"),
+        error or (str(entry["error"]) if entry.get("error") is not None else None),
     )
+
+
+def _shape(value: Any) -> tuple[int, ...] | None:
+    """Return a shape from a record: a list of whole numbers; None when the record holds anything else."""
+    if isinstance(value, list) and all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value
+    ):
+        return tuple(value)
+    return None
+
+
+def _inside(folder: str, name: Any) -> tuple[str | None, str | None]:
+    """Return ``(path, None)`` for a tensor file named inside ``folder``, or ``(None, why not)``."""
+    if not name:
+        return None, None
+    relative = str(name)
+    path = os.path.normpath(os.path.join(folder, relative))
+    if os.path.isabs(relative) or not path.startswith(os.path.normpath(folder) + os.sep):
+        return None, f"the record names a file outside the dump folder ({relative!r}); not read"
+    return path, None
 
 
 def _read_tscore(records_file: str) -> DumpSource:
     folder = os.path.dirname(records_file)
-    stacks = {
-        int(entry["id"]): list(entry["stack"]) for entry in read_lines(os.path.join(folder, STACKS_FILE))
-    }
+    stacks = read_stacks(folder)
     calls: list[Call] = []
     for record in read_lines(records_file):
         try:
@@ -220,27 +242,28 @@ def _read_tscore(records_file: str) -> DumpSource:
             call = Call(name, len(calls), module=record.get("module"), key=record.get("key"))
             call.inputs = [_tscore_item(label, e, folder) for e in record.get("inputs", ())]
             call.outputs = [_tscore_item(label, e, folder) for e in record.get("outputs", ())]
-            if record.get("stack") is not None:
-                call.stack = stacks.get(int(record["stack"]), [])
-        except (KeyError, TypeError, ValueError) as exc:
-            log.warning("%s: a record could not be read and is left out: %s", records_file, exc)
+            call.stack = stack_of(record, stacks)
+        except Exception as exc:
+            log.warning("%s: a record could not be read and is left out: %r", records_file, exc)
             continue
         calls.append(call.settle())
-    info = _json_file(os.path.join(folder, "dump_info.json")) or {}
-    config = info.get("config") or {}
+    info = read_info(folder)
+    found = info.get("config")
+    config: dict[str, Any] = found if isinstance(found, dict) else {}
     task = str(config.get("task", "statistics"))
     if task != "tensor" and config.get("summary_mode") == "md5":
         task = "md5"
     if task == "tensor" and not os.path.isdir(os.path.join(folder, TENSORS_FOLDER)):
         task = "statistics"
     recorded = info.get("recorded_frameworks") or list(info.get("frameworks") or {})[:1]
+    rank = info.get("rank", _rank_of(folder))
     return DumpSource(
         folder,
         "tscore",
         calls,
         task,
-        rank=info.get("rank", _rank_of(folder)),
-        framework=" + ".join(recorded) or None,
+        rank=rank if isinstance(rank, int) else _rank_of(folder),
+        framework=" + ".join(str(f) for f in recorded) if isinstance(recorded, list) and recorded else None,
     )
 
 
@@ -283,7 +306,7 @@ def _msprobe_items(
             _number(value.get("Norm")),
         )
         data_name = value.get("data_name")
-        file = tensors + os.sep + data_name if data_name and data_name != "-1" else None
+        file, error = _inside(tensors, data_name) if data_name and data_name != "-1" else (None, None)
         out.append(
             Item(
                 role,
@@ -291,10 +314,11 @@ def _msprobe_items(
                 name,
                 True,
                 _neutral(str(value.get("dtype"))),
-                tuple(value.get("shape") or ()),
+                _shape(value.get("shape") or []),
                 stats if stats != (None, None, None, None) else None,
-                value.get("md5"),
+                value.get("md5") if isinstance(value.get("md5"), str) else None,
                 file,
+                error=error,
             )
         )
         return
@@ -315,7 +339,7 @@ def _number(value: Any) -> float | None:
         return None if value is None else float(value)
     try:
         return float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 
@@ -351,32 +375,55 @@ def _read_msprobe(records_file: str) -> DumpSource:
         if name is None or not isinstance(body, Mapping):
             log.warning("%s: %r is not a call msprobe names; left out", records_file, label)
             continue
-        call = Call(name, len(calls), stack=stacks.get(str(label), []))
-        if name.prefix == MODULE_PREFIX:
-            call.module = name.api.rpartition(".")[0]
-        inputs: list[Item] = []
-        outputs: list[Item] = []
-        for key, value in body.items():
-            if key in ("input_args", "input"):
-                _msprobe_items("input", (), value, str(label), tensors, inputs)
-            elif key == "input_kwargs" and isinstance(value, Mapping):
-                for kwarg, inner in value.items():
-                    _msprobe_items("input", (str(kwarg),), inner, str(label), tensors, inputs)
-            elif key == "output":
-                _msprobe_items("output", (), value, str(label), tensors, outputs)
-            elif key == "parameters" and isinstance(value, Mapping):  # a module's own (L0, mix)
-                for param, inner in value.items():
-                    _msprobe_items("input", ("parameters", str(param)), inner, str(label), tensors, inputs)
-            elif name.direction == "parameters_grad":  # {"weight": [grad], "bias": [grad]}
-                _msprobe_items("output", (str(key),), value, str(label), tensors, outputs)
-        call.inputs, call.outputs = inputs, outputs
-        calls.append(call.settle())
+        try:
+            calls.append(_msprobe_call(name, str(label), body, len(calls), stacks, tensors))
+        except Exception as exc:
+            log.warning(
+                "%s: the record of %r could not be read and is left out: %r", records_file, label, exc
+            )
     task = str(document.get("task", "statistics"))
     if task != "tensor" and any(i.md5 for c in calls for i in c.items):
         task = "md5"
+    framework = document.get("framework")
     return DumpSource(
-        folder, "msprobe", calls, task, rank=_rank_of(folder), framework=document.get("framework")
+        folder,
+        "msprobe",
+        calls,
+        task,
+        rank=_rank_of(folder),
+        framework=framework if isinstance(framework, str) else None,
     )
+
+
+def _msprobe_call(
+    name: CallName,
+    label: str,
+    body: Mapping[str, Any],
+    order: int,
+    stacks: dict[str, list[str]],
+    tensors: str,
+) -> Call:
+    """Read one call of an msprobe ``dump.json``."""
+    call = Call(name, order, stack=stacks.get(label, []))
+    if name.prefix == MODULE_PREFIX:
+        call.module = name.api.rpartition(".")[0]
+    inputs: list[Item] = []
+    outputs: list[Item] = []
+    for key, value in body.items():
+        if key in ("input_args", "input"):
+            _msprobe_items("input", (), value, label, tensors, inputs)
+        elif key == "input_kwargs" and isinstance(value, Mapping):
+            for kwarg, inner in value.items():
+                _msprobe_items("input", (str(kwarg),), inner, label, tensors, inputs)
+        elif key == "output":
+            _msprobe_items("output", (), value, label, tensors, outputs)
+        elif key == "parameters" and isinstance(value, Mapping):  # a module's own (L0, mix)
+            for param, inner in value.items():
+                _msprobe_items("input", ("parameters", str(param)), inner, label, tensors, inputs)
+        elif name.direction == "parameters_grad":  # {"weight": [grad], "bias": [grad]}
+            _msprobe_items("output", (str(key),), value, label, tensors, outputs)
+    call.inputs, call.outputs = inputs, outputs
+    return call.settle()
 
 
 # ---------------------------------------------------------------- ptdbg_ascend
@@ -409,40 +456,10 @@ def _read_ptdbg(pkl: str, data_dir: str | None = None) -> DumpSource:
     by_call: dict[str, Call] = {}
     stacks: dict[str, list[str]] = {}
     for line in _ptdbg_lines(pkl):
-        if len(line) == 2 and str(line[0]).endswith("stack_info"):
-            stacks[str(line[0]).removesuffix("_stack_info")] = _ptdbg_stack(
-                reversed(line[1])
-            )  # innermost first
-            continue
-        if len(line) < 6:
-            log.warning("%s: a line of %d fields is not a ptdbg record; skipped", pkl, len(line))
-            continue
-        tensor_name = str(line[0])
-        found = _PTDBG_TENSOR.match(tensor_name)
-        parsed = parse_name(found["call"]) if found else None
-        if found is None or parsed is None:
-            log.warning("%s: %r is not a tensor name ptdbg writes; skipped", pkl, tensor_name)
-            continue
-        call = by_call.get(found["call"])
-        if call is None:
-            call = by_call[found["call"]] = Call(parsed, len(by_call))
-        summary = line[5] if isinstance(line[5], list) else []
-        stats = tuple((_number(v) if not isinstance(v, list) else None) for v in [*summary, None, None][:4])
-        dtype = str(line[3])
-        file = os.path.join(data_folder, f"{tensor_name}.npy")
-        item = Item(
-            found["role"],
-            found["path"].lstrip("."),
-            tensor_name,
-            is_tensor=not dtype.startswith("<class"),
-            dtype=neutral_dtype(dtype),
-            shape=tuple(line[4]) if isinstance(line[4], list) else None,
-            stats=stats if any(v is not None for v in stats) else None,  # type: ignore[arg-type]
-            file=file if os.path.exists(file) else None,
-        )
-        if not item.is_tensor:
-            item.value = stats[0]
-        (call.inputs if item.role == "input" else call.outputs).append(item)
+        try:
+            _ptdbg_line(pkl, line, data_folder, by_call, stacks)
+        except Exception as exc:
+            log.warning("%s: a line could not be read and is left out: %r", pkl, exc)
     for label, call in by_call.items():
         call.stack = stacks.get(label, [])
         call.settle()
@@ -450,6 +467,45 @@ def _read_ptdbg(pkl: str, data_dir: str | None = None) -> DumpSource:
     has_files = os.path.isdir(data_folder) and any(i.file for c in calls for i in c.items)
     rank_folder = _rank_of(folder)
     return DumpSource(folder, "ptdbg", calls, "tensor" if has_files else "statistics", rank=rank_folder)
+
+
+def _ptdbg_line(
+    pkl: str, line: list[Any], data_folder: str, by_call: dict[str, Call], stacks: dict[str, list[str]]
+) -> None:
+    """Read one line of a ptdbg ``.pkl`` into ``by_call`` (a tensor) or ``stacks`` (a stack)."""
+    if len(line) == 2 and str(line[0]).endswith("stack_info"):
+        frames = line[1] if isinstance(line[1], list) else []
+        stacks[str(line[0]).removesuffix("_stack_info")] = _ptdbg_stack(reversed(frames))  # innermost first
+        return
+    if len(line) < 6:
+        log.warning("%s: a line of %d fields is not a ptdbg record; skipped", pkl, len(line))
+        return
+    tensor_name = str(line[0])
+    found = _PTDBG_TENSOR.match(tensor_name)
+    parsed = parse_name(found["call"]) if found else None
+    if found is None or parsed is None:
+        log.warning("%s: %r is not a tensor name ptdbg writes; skipped", pkl, tensor_name)
+        return
+    call = by_call.get(found["call"])
+    if call is None:
+        call = by_call[found["call"]] = Call(parsed, len(by_call))
+    summary = line[5] if isinstance(line[5], list) else []
+    stats = tuple((_number(v) if not isinstance(v, list) else None) for v in [*summary, None, None][:4])
+    dtype = str(line[3])
+    file, _ = _inside(data_folder, f"{tensor_name}.npy")
+    item = Item(
+        found["role"],
+        found["path"].lstrip("."),
+        tensor_name,
+        is_tensor=not dtype.startswith("<class"),
+        dtype=neutral_dtype(dtype),
+        shape=_shape(line[4]),
+        stats=stats if any(v is not None for v in stats) else None,  # type: ignore[arg-type]
+        file=file if file and os.path.exists(file) else None,
+    )
+    if not item.is_tensor:
+        item.value = stats[0]
+    (call.inputs if item.role == "input" else call.outputs).append(item)
 
 
 def as_records(source: DumpSource) -> list[dict[str, Any]]:
