@@ -5,11 +5,12 @@ installed, torch alone, MindSpore alone, both together, and the PaddlePaddle
 backend beside torch. ``nox -s example``
 runs the bundled example; ``nox -s bench``, ``nox -s bench_compare`` and
 ``nox -s bench_checkpoint``, ``nox -s bench_netdiff``, ``nox -s bench_dump``,
-``nox -s bench_dump_compare`` the benchmarks.
+``nox -s bench_dump_compare`` the benchmarks; ``nox -s fuzz`` the fuzz suites at length.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import nox
@@ -47,6 +48,7 @@ def lint(session: nox.Session) -> None:
         "threadpoolctl",
         "ml_dtypes",
         "pytest>=7.4",  # tscore.testing.conformance, the kit shipped for backend authors
+        "hypothesis>=6.100",  # tscore.testing.fuzzing
     )
     session.run("ruff", "check", ".")
     session.run("mypy", "tscore")
@@ -112,6 +114,14 @@ def bench(session: nox.Session) -> None:
 
 # TroubleShooter 1.0.18, the tool users switch from, in its own venv: it imports without MindSpore.
 TROUBLESHOOTER_ENV = Path(".nox") / "troubleshooter-1.0.18"
+
+
+@nox.session(python=PYTHON)
+def fuzz(session: nox.Session) -> None:
+    """The fuzz suites with 2,000 examples a reader (CI's sessions run 60): ``nox -s fuzz``."""
+    session.install(*CONSTRAINTS, CORE, TORCH_PLUGIN)
+    session.env["TSCORE_FUZZ_EXAMPLES"] = os.environ.get("TSCORE_FUZZ_EXAMPLES", "2000")
+    _pytest(session, "tests/core/test_fuzz_readers.py", "tests/torch/test_fuzz_torch_files.py")
 
 
 @nox.session(python=PYTHON)

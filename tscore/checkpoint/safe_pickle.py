@@ -173,4 +173,9 @@ def restricted_unpickle(
     if problem:
         raise pickle.UnpicklingError(f"refused to unpickle: {problem}")
     allowed = SAFE_GLOBALS | frozenset(extra)
-    return _Restricted(stream, allowed, {**ARRAY_SUBSTITUTES, **(substitutes or {})}).load()
+    try:
+        return _Restricted(stream, allowed, {**ARRAY_SUBSTITUTES, **(substitutes or {})}).load()
+    except pickle.UnpicklingError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a damaged pickle raises EOFError, ValueError, KeyError...
+        raise pickle.UnpicklingError(f"damaged pickle ({type(exc).__name__}: {str(exc)[:200]})") from None
