@@ -1,24 +1,31 @@
 """Which processes write into a folder, and what the ones that died left behind.
 
-Every process that saves into a folder holds a lock file there,
-``.tscore-{writer}.lock``, locked (``flock``) for as long as it lives and
-removed when it exits; ``{writer}`` is ``{host}-{pid}``. The kernel drops
-the lock when the process dies, however it dies, so a lock file that
-nobody holds belongs to a dead writer.
+Every process that saves into a folder holds a lock file in its
+``.tscore-writers/`` subfolder, ``{writer}.lock``, locked (``flock``) for as
+long as it lives and removed when it exits; ``{writer}`` is
+``{host}-{pid}``. The kernel drops the lock when the process dies, however
+it dies, so a lock file that nobody holds belongs to a dead writer. The
+locks sit in their own subfolder so that finding the live writers of a
+folder of a million files lists a handful of names.
 
 Temporary files are named ``.{final name}.{writer}-{n}.tmp``. A temporary
 file whose writer is gone is *debris* of a save that never finished: it is
 never read as data, the compare functions list it as skipped, and the next
-save into the folder (or ``tscore clean FOLDER``) removes it. A writer is
-alive when its lock file is held; a writer without a lock file (a report
-written with :func:`tscore.npy_files.write_atomic`) is alive while a
-process of that id runs on this host. Writers on other hosts without a lock
-file are taken as alive: nothing of theirs is removed.
+save into the folder (or ``tscore clean FOLDER``) removes it.
+
+A writer on this host is gone when its lock file is not held, or, where
+the file system cannot lock (``flock`` unsupported) or there is no lock
+file (a report written with :func:`tscore.npy_files.write_atomic`), when
+no process of its id runs. A writer on another host is never declared
+gone: a lock that looks free from here may be held there (node-local
+locks on NFS or Lustre), so nothing of its is removed.
 """
 
 from __future__ import annotations
 
 import atexit
+import errno
+import hashlib
 import logging
 import os
 import re
@@ -33,13 +40,24 @@ except ImportError:  # not POSIX: liveness falls back to the process id
 
 logger = logging.getLogger(__name__)
 
+LOCKS_FOLDER = ".tscore-writers"
 _WRITER = r"(?:(?P<host>[A-Za-z0-9_]+)-)?(?P<pid>\d+)"
 TEMP_NAME = re.compile(rf"^\.(?P<final>.+)\.{_WRITER}-\d+\.tmp$")
-LOCK_NAME = re.compile(rf"^\.tscore-{_WRITER}\.lock$")
+LOCK_NAME = re.compile(rf"^{_WRITER}\.lock$")
 
 _lock = threading.Lock()
-_claims: dict[tuple[int, str], int] = {}  # (pid, folder) -> fd of the held lock file
-_host = re.sub(r"[^A-Za-z0-9_]", "_", socket.gethostname() or "host")[:40] or "host"
+_claims: dict[tuple[int, str], int] = {}  # (pid, folder) -> fd of the held lock file (-1: none)
+
+
+def _host_id(name: str) -> str:
+    """Return the host name made safe for a file name; long names keep their start and a hash of the rest."""
+    clean = re.sub(r"[^A-Za-z0-9_]", "_", name) or "host"
+    if len(clean) <= 40:
+        return clean
+    return clean[:27] + "_" + hashlib.sha1(name.encode("utf-8", "replace")).hexdigest()[:12]
+
+
+_host = _host_id(socket.gethostname())
 
 
 def writer_id() -> str:
@@ -53,36 +71,51 @@ def temp_name(final_name: str, serial: int) -> str:
 
 
 def _lock_path(folder: str, writer: str) -> str:
-    return os.path.join(folder, f".tscore-{writer}.lock")
+    return os.path.join(folder, LOCKS_FOLDER, f"{writer}.lock")
+
+
+def _hold(folder: str) -> int:
+    """Create and lock this process's lock file in ``folder``; return its fd (-1 when none could be made)."""
+    path = _lock_path(folder, writer_id())
+    fresh = path + ".new"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        # Locked before it gets its name, so that no one ever sees it unheld and takes it for debris.
+        fd = os.open(fresh, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+    except OSError as exc:
+        logger.debug("cannot create a writer lock in %s: %s", folder, exc)
+        return -1
+    try:
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:  # no flock here: the file still names this writer (by process id)
+                logger.debug("the file system of %s cannot lock files: %s", folder, exc)
+        os.replace(fresh, path)
+    except OSError as exc:
+        logger.debug("cannot place a writer lock in %s: %s", folder, exc)
+        os.close(fd)
+        return -1
+    return fd
 
 
 def claim(folder: str) -> None:
     """Mark this process as a writer of ``folder`` (once per process and folder).
 
     The first claim of a folder also removes the debris that dead writers
-    left there. Failing to create the lock file (a read-only or odd file
-    system) is logged, not raised: the save itself reports real problems.
+    left there. Failing to create the lock file (a read-only folder) is
+    logged, not raised, and tried again at the next save: the save itself
+    reports real problems.
     """
     key = (os.getpid(), os.path.abspath(folder))
-    if key in _claims:
+    if _claims.get(key, -1) >= 0:
         return
     with _lock:
-        if key in _claims:
+        if _claims.get(key, -1) >= 0:
             return
-        path = _lock_path(folder, writer_id())
-        fresh = path + ".new"
-        try:
-            # Locked before it gets its name, so that no one ever sees it unheld and takes it for debris.
-            fd = os.open(fresh, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            os.replace(fresh, path)
-        except OSError as exc:
-            logger.debug("cannot hold a writer lock in %s: %s", folder, exc)
-            fd = -1
         if not _claims:
             atexit.register(_release_all)
-        _claims[key] = fd
+        _claims[key] = _hold(folder)
     removed = clean(folder)
     if removed:
         logger.warning(
@@ -98,17 +131,21 @@ def _release_all() -> None:
     for (owner, folder), fd in list(_claims.items()):
         if owner != pid:
             continue
-        try:
-            os.unlink(_lock_path(folder, writer_id()))
-        except OSError:
-            pass
         if fd >= 0:
+            try:
+                os.unlink(_lock_path(folder, writer_id()))
+            except OSError:
+                pass
             os.close(fd)
+            try:
+                os.rmdir(os.path.join(folder, LOCKS_FOLDER))  # only when no other writer's lock is there
+            except OSError:
+                pass
         del _claims[(owner, folder)]
 
 
 def _lock_held(path: str) -> bool | None:
-    """Say whether the lock file at ``path`` is held by some process; None when there is no such file."""
+    """Say whether the lock file at ``path`` is held; None when there is none, or it cannot be locked."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -117,11 +154,13 @@ def _lock_held(path: str) -> bool | None:
         return True  # cannot look: assume its writer lives
     try:
         if fcntl is None:
-            return True
+            return None
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:  # EWOULDBLOCK: held; anything else: cannot tell, so keep its files
-            return True
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return True
+            return None  # this file system cannot lock: ask about the process instead
         fcntl.flock(fd, fcntl.LOCK_UN)
         return False
     finally:
@@ -140,29 +179,30 @@ def _pid_runs(pid: int) -> bool:
 
 def writer_alive(folder: str, host: str | None, pid: int) -> bool:
     """Say whether the writer ``{host}-{pid}`` of ``folder`` may still be writing there."""
-    writer = f"{host}-{pid}" if host else str(pid)
-    if host == _host and pid == os.getpid():
+    if host not in (None, _host):
+        return True  # another machine: its lock may be node-local, so never declare it gone
+    if pid == os.getpid():
         return True
-    held = _lock_held(_lock_path(folder, writer))
+    held = _lock_held(_lock_path(folder, f"{host}-{pid}" if host else str(pid)))
     if held is not None:
         return held
-    if host in (None, _host):
-        return _pid_runs(pid)
-    return True  # another machine, no lock file: cannot tell, keep its files
+    return _pid_runs(pid)
 
 
 def live_writers(folder: str) -> list[str]:
-    """Return the ids of the other processes that hold a writer lock in ``folder`` now."""
+    """Return the ids of the other processes that may be writing ``folder`` now."""
     mine = writer_id()
     found = []
     try:
-        names = os.listdir(folder)
+        names = os.listdir(os.path.join(folder, LOCKS_FOLDER))
     except OSError:
         return []
     for name in names:
         match = LOCK_NAME.match(name)
-        if match and name != f".tscore-{mine}.lock" and _lock_held(os.path.join(folder, name)):
-            found.append(f"{match['host']}-{match['pid']}" if match["host"] else match["pid"])
+        if match is None or name == f"{mine}.lock":
+            continue
+        if writer_alive(folder, match["host"], int(match["pid"])):
+            found.append(name.removesuffix(".lock"))
     return sorted(found)
 
 
@@ -176,30 +216,50 @@ class Debris:
 
 
 def debris_of(folder: str, name: str) -> Debris | None:
-    """Say whether the file ``name`` in ``folder`` is debris of a dead writer (None when it is not)."""
-    temp = TEMP_NAME.match(name)
-    lock = None if temp else LOCK_NAME.match(name)
-    match = temp or lock
+    """Say whether the temporary file ``name`` in ``folder`` is debris of a dead writer (None when not)."""
+    match = TEMP_NAME.match(name)
     if match is None:
         return None
     host, pid = match["host"], int(match["pid"])
+    if writer_alive(folder, host, pid):
+        return None
     writer = f"{host}-{pid}" if host else str(pid)
-    path = os.path.join(folder, name)
-    if lock is not None:
-        if _lock_held(path) is False:
-            return Debris(path, writer, "lock file of a writer that is gone")
-    elif not writer_alive(folder, host, pid):
-        return Debris(path, writer, f"unfinished write of {match['final']!r} by a process that is gone")
-    return None
+    reason = f"unfinished write of {match['final']!r} by a process that is gone"
+    return Debris(os.path.join(folder, name), writer, reason)
+
+
+def _dead_locks(folder: str) -> list[Debris]:
+    """List the lock files in ``folder`` whose writer on this host is gone."""
+    locks = os.path.join(folder, LOCKS_FOLDER)
+    try:
+        names = sorted(os.listdir(locks))
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        match = LOCK_NAME.match(name.removesuffix(".new"))
+        if match is None or name == f"{writer_id()}.lock":
+            continue
+        host, pid = match["host"], int(match["pid"])
+        if name.endswith(".new"):  # a claim that never finished
+            dead = host in (None, _host) and not _pid_runs(pid)
+        else:
+            dead = not writer_alive(folder, host, pid)
+        if dead:
+            found.append(
+                Debris(os.path.join(locks, name), f"{host}-{pid}", "lock file of a writer that is gone")
+            )
+    return found
 
 
 def find_debris(folder: str) -> list[Debris]:
-    """List the temporary and lock files in ``folder`` (not its subfolders) whose writer is gone."""
+    """List the temporary and lock files in ``folder`` (not its other subfolders) whose writer is gone."""
     try:
         names = sorted(os.listdir(folder))
     except OSError:
         return []
-    return [d for d in (debris_of(folder, n) for n in names if n.startswith(".")) if d is not None]
+    temps = [d for d in (debris_of(folder, n) for n in names if n.startswith(".")) if d is not None]
+    return temps + _dead_locks(folder)
 
 
 def clean(folder: str, *, dry_run: bool = False) -> list[Debris]:
@@ -218,4 +278,9 @@ def clean(folder: str, *, dry_run: bool = False) -> list[Debris]:
             logger.warning("cannot remove %s: %s", item.path, exc)
             continue
         removed.append(item)
+    if not dry_run and found:
+        try:
+            os.rmdir(os.path.join(folder, LOCKS_FOLDER))
+        except OSError:
+            pass
     return removed

@@ -216,17 +216,6 @@ def append_meta(folder: str, records: Iterable[Mapping[str, Any]]) -> None:
         raise TargetPathError(f"cannot write {path!r}: {exc.strerror or exc}") from exc
 
 
-def last_writer(folder: str, file: str) -> str | None:
-    """Return the writer id that ``tscore_meta.jsonl`` last recorded for ``file``, None if none did.
-
-    Reads the side file from the start; called only when two live processes
-    claim one name, which a well-laid-out job never does.
-    """
-    record = read_meta(folder).get(file)
-    writer = record.get("writer") if record else None
-    return writer if isinstance(writer, str) else None
-
-
 def read_meta(folder: str) -> dict[str, dict[str, Any]]:
     """Read ``tscore_meta.jsonl`` into ``{file name: record}``; the last record of a name wins.
 

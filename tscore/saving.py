@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import logging
 import os
 import threading
@@ -133,24 +134,68 @@ def rank_folder(folder: str) -> str:
 
 
 _warned: set[str] = set()  # folders where a collision with another process was reported
+_owners: dict[str, tuple[int, dict[str, str]]] = {}  # folder -> (bytes of meta read, {file: writer})
+_owners_lock = threading.Lock()
+
+
+def _recorded_writer(folder: str, file: str) -> str | None:
+    """Return the writer that the side file last recorded for ``file`` (read on from where it stopped)."""
+    path = os.path.join(folder, npy_files.META_FILE_NAME)
+    with _owners_lock:
+        offset, owners = _owners.get(folder, (0, {}))
+        try:
+            with open(path, "rb") as stream:
+                stream.seek(offset)
+                data = stream.read()
+        except OSError:
+            return None
+        complete = data.rfind(b"\n") + 1  # a line still being appended is read next time
+        for line in data[:complete].splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and isinstance(record.get("file"), str):
+                writer = record.get("writer")
+                owners[record["file"]] = writer if isinstance(writer, str) else ""
+        _owners[folder] = (offset + complete, owners)
+        return owners.get(file) or None
+
+
+def _taken_by_another(folder: str, file: str) -> list[str]:
+    """Return the live processes (other than this one) that own ``folder/file`` now, or [] to replace it.
+
+    A file is replaced when no other process writes the folder, or when the
+    side file says it was written by this process or by one that is gone (an
+    earlier run). A file no record names, in a folder another live process
+    writes, may be that process's, written a moment ago: it is kept.
+    """
+    others = folder_writers.live_writers(folder)
+    if not others:
+        return []
+    owner = _recorded_writer(folder, file)
+    if owner is None:
+        return others
+    host, _, pid = owner.rpartition("-")
+    if owner == folder_writers.writer_id() or not pid.isdigit():
+        return []
+    return [owner] if folder_writers.writer_alive(folder, host or None, int(pid)) else []
 
 
 def _place(temp: str, path: str) -> str:
-    """Give the complete file ``temp`` its final name ``path``, never replacing another process's file.
+    """Give the complete file ``temp`` its final name ``path``, never replacing another live process's file.
 
-    The name is created exclusively (a hard link). When ``path`` exists, it
-    is replaced if this process wrote it (``auto_id=False`` in a loop) or if
-    no other process is writing the folder now (a file from an earlier run,
-    which TroubleShooter replaces too). Otherwise another live process owns
-    it: the file is saved as ``{stem}.{writer}.npy`` instead, and one warning
-    per folder names both writers.
+    The name is created exclusively (a hard link). When ``path`` exists it is
+    replaced unless another live process owns it (:func:`_taken_by_another`);
+    then the file is saved as ``{stem}.{writer}.npy`` instead, and one
+    warning per folder names both writers.
     """
     try:
         _link_new(temp, path)
     except FileExistsError:
         folder = os.path.dirname(path)
-        others = folder_writers.live_writers(folder)
-        if not others or npy_files.last_writer(folder, os.path.basename(path)) == folder_writers.writer_id():
+        owners = _taken_by_another(folder, os.path.basename(path))
+        if not owners:
             os.replace(temp, path)
         else:
             stem, ext = os.path.splitext(path)
@@ -162,7 +207,7 @@ def _place(temp: str, path: str) -> str:
                     "save: %s is also being written by process(es) %s; this process (%s) saves files whose "
                     "names they already took as {name}.%s.npy. Give each process its own folder.",
                     folder,
-                    ", ".join(others),
+                    ", ".join(owners),
                     folder_writers.writer_id(),
                     folder_writers.writer_id(),
                 )

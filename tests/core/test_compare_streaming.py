@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 
 import numpy as np
 import pytest
@@ -79,7 +80,7 @@ def test_streamed_json_is_the_same_document(folders, monkeypatch, tmp_path):
     assert streamed["pairs"] == whole["pairs"]
     for key in ("counts", "passed", "orig_dir", "match"):
         assert streamed[key] == whole[key]
-    assert streamed["pairs_complete"] is False
+    assert streamed["pairs_complete"] is True  # the file holds every pair
 
 
 def test_many_blocks_in_one_process_give_the_same_rows(folders, monkeypatch):
@@ -142,3 +143,63 @@ def test_a_parent_of_rank_folders_pairs_rank_by_rank(tmp_path):
     rep = ts.migrator.compare_npy_dir(tmp_path / "a", tmp_path / "b", print_level=0)
     assert [p.orig_name for p in rep.pairs] == ["rank0/0_x.npy", "rank1/0_x.npy", "rank10/0_x.npy"]
     assert [p.passed for p in rep.pairs] == [True, False, False]
+
+
+def test_a_worker_that_dies_costs_only_its_block(folders, monkeypatch):
+    """A worker killed mid-block (a crash, the OOM killer): that block's pairs become rows that say so."""
+    parent = os.getpid()
+    real_plan = blocks.plan_block
+
+    def dying(names, *args, **kwargs):
+        if os.getpid() != parent and any(name == "40_t.npy" for name, _ in names):
+            os._exit(3)
+        return real_plan(names, *args, **kwargs)
+
+    monkeypatch.setattr(blocks, "plan_block", dying)
+    _small_blocks(monkeypatch, keep_all_rows=1000)
+    rep = ts.migrator.compare_npy_dir(folders / "a", folders / "b", print_level=0, num_processes=2)
+    assert rep.total == PAIRS + 1
+    died = [p for p in rep.pairs if "worker process died" in p.message]
+    assert [p.orig_name for p in died] == [f"{i}_t.npy" for i in range(32, 64)]  # the block of 40_t.npy
+    assert all(p.status.value == "unreadable" for p in died)
+    whole = {
+        p.orig_name: p.passed
+        for p in ts.migrator.compare_npy_dir(folders / "a", folders / "b", print_level=0).pairs
+    }
+    assert all(p.passed == whole[p.orig_name] for p in rep.pairs if p not in died)
+
+
+def test_file_names_that_are_not_utf8_are_compared_and_written(tmp_path, monkeypatch):
+    name = os.fsdecode(b"x\xff.npy")
+    for side in ("a", "b"):
+        (tmp_path / side).mkdir()
+        np.save(tmp_path / side / "plain.npy", np.ones(2))
+        np.save(os.path.join(tmp_path / side, name), np.ones(2))
+    out = tmp_path / "rows.csv"
+    rep = ts.migrator.compare_npy_dir(tmp_path / "a", tmp_path / "b", print_level=0, output_file=out)
+    assert rep.passed and {p.orig_name for p in rep.pairs} == {name, "plain.npy"}
+    assert b"x\xff.npy" in out.read_bytes()
+    rep.write(tmp_path / "rows.json")  # JSON escapes the byte
+    assert "x\\\\xff.npy" in (tmp_path / "rows.json").read_text()
+    _small_blocks(monkeypatch, keep_all_rows=0)
+    streamed = ts.migrator.compare_npy_dir(tmp_path / "a", tmp_path / "b", print_level=0)
+    assert {p.orig_name for p in streamed.iter_pairs()} == {name, "plain.npy"}
+
+
+def test_two_readers_of_a_streamed_report_do_not_disturb_each_other(folders, monkeypatch):
+    _small_blocks(monkeypatch, keep_all_rows=10)
+    rep = ts.migrator.compare_npy_dir(folders / "a", folders / "b", print_level=0)
+    pairs = list(zip(rep.iter_pairs(), rep.iter_pairs(), strict=True))
+    assert len(pairs) == PAIRS + 1 and all(a.orig_name == b.orig_name for a, b in pairs)
+
+
+def test_files_saved_before_the_job_started_are_compared_beside_the_rank_folders(tmp_path):
+    for side, value in (("a", 1.0), ("b", 2.0)):
+        (tmp_path / side / "rank0").mkdir(parents=True)
+        np.save(tmp_path / side / "0_early.npy", np.ones(2))
+        np.save(tmp_path / side / "rank0" / "1_late.npy", np.full(2, value))
+    rep = ts.migrator.compare_npy_dir(tmp_path / "a", tmp_path / "b", print_level=0)
+    assert [(p.orig_name, p.passed) for p in rep.pairs] == [
+        ("0_early.npy", True),
+        ("rank0/1_late.npy", False),
+    ]

@@ -117,7 +117,7 @@ def test_interrupted_write_leaves_no_file(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         ts.save(tmp_path / "x", np.ones(1000))
     # Only this live process's writer lock (removed at exit) remains: no data, no temporary file.
-    assert [n for n in os.listdir(tmp_path) if not folder_writers.LOCK_NAME.match(n)] == []
+    assert [n for n in os.listdir(tmp_path) if n != folder_writers.LOCKS_FOLDER] == []
 
 
 def test_overwrite_is_atomic_replace(tmp_path):

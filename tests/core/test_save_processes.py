@@ -160,7 +160,8 @@ def test_tscore_clean_removes_debris_and_keeps_live_writers_files(tmp_path, caps
     assert cli.main(["clean", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "removed" in out and "process that is gone" in out
-    assert [n for n in os.listdir(folder) if n.startswith(".")] == [live.name]
+    assert [n for n in os.listdir(folder) if folder_writers.TEMP_NAME.match(n)] == [live.name]
+    assert not (folder / folder_writers.LOCKS_FOLDER).exists()  # the killed writer's lock, and its folder
 
 
 def test_debris_is_never_read_as_data(tmp_path):
@@ -175,3 +176,60 @@ def test_debris_is_never_read_as_data(tmp_path):
     # The same file from a writer on another machine may still be in progress there: kept, not skipped.
     os.replace(debris, tmp_path / ".1_x.npy.otherhost-999999999-0.tmp")
     assert ts.migrator.compare_npy_dir(str(tmp_path), str(tmp_path), print_level=0).skipped_files == {}
+
+
+EARLIER_AND_LIVE = textwrap.dedent(
+    """
+    import os, sys, time
+    import numpy as np
+    import tscore as ts
+    role, folder, barrier = sys.argv[1], sys.argv[2], sys.argv[3]
+    if role == "other":  # a live writer of the folder that saves other names, and stays
+        ts.save(os.path.join(folder, "y"), np.zeros(1), auto_id=False)
+        open(os.path.join(barrier, "ready"), "w").close()
+        while not os.path.exists(os.path.join(barrier, "done")):
+            time.sleep(0.01)
+    else:  # a new run saving the name an earlier (dead) run left
+        ts.save(os.path.join(folder, "x"), np.full(2, 2.0), auto_id=False)
+    """
+)
+
+
+def test_an_earlier_runs_file_is_replaced_even_while_another_process_writes_the_folder(tmp_path):
+    folder, barrier = tmp_path / "out", tmp_path / "barrier"
+    barrier.mkdir()
+    old = "import sys, numpy as np, tscore as ts; ts.save(sys.argv[1], np.zeros(2), auto_id=False)"
+    subprocess.run([sys.executable, "-c", old, str(folder / "x")], check=True)  # the earlier run: gone
+    other = subprocess.Popen([sys.executable, "-c", EARLIER_AND_LIVE, "other", str(folder), str(barrier)])
+    try:
+        while not (barrier / "ready").exists():
+            time.sleep(0.01)
+        subprocess.run([sys.executable, "-c", EARLIER_AND_LIVE, "new", str(folder), str(barrier)], check=True)
+    finally:
+        (barrier / "done").touch()
+        other.wait(timeout=60)
+    assert sorted(p.name for p in folder.glob("*.npy")) == ["x.npy", "y.npy"]
+    np.testing.assert_array_equal(np.load(folder / "x.npy"), [2.0, 2.0])
+
+
+def test_without_file_locks_a_live_process_is_still_told_from_a_dead_one(tmp_path, monkeypatch):
+    """A file system without flock: the lock files still name their writers, judged by process id."""
+
+    def no_flock(*args: object) -> None:
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(folder_writers.fcntl, "flock", no_flock)
+    ts.save(str(tmp_path / "x"), np.zeros(1))
+    assert folder_writers.writer_alive(
+        str(tmp_path), *folder_writers.writer_id().rsplit("-", 1)[:1], os.getpid()
+    )
+    lock = tmp_path / folder_writers.LOCKS_FOLDER / f"{folder_writers.writer_id()}.lock"
+    assert lock.exists()
+    host = folder_writers.writer_id().rsplit("-", 1)[0]
+    (tmp_path / folder_writers.LOCKS_FOLDER / f"{host}-999999999.lock").touch()  # no such process
+    (tmp_path / f".1_x.npy.{host}-999999999-0.tmp").touch()
+    assert folder_writers.live_writers(str(tmp_path)) == []
+    assert {d.reason.split(" ")[0] for d in folder_writers.find_debris(str(tmp_path))} == {
+        "unfinished",
+        "lock",
+    }

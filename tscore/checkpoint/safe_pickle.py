@@ -177,5 +177,5 @@ def restricted_unpickle(
         return _Restricted(stream, allowed, {**ARRAY_SUBSTITUTES, **(substitutes or {})}).load()
     except pickle.UnpicklingError:
         raise
-    except Exception as exc:  # noqa: BLE001 - a damaged pickle raises EOFError, ValueError, KeyError...
+    except Exception as exc:
         raise pickle.UnpicklingError(f"damaged pickle ({type(exc).__name__}: {str(exc)[:200]})") from None

@@ -384,6 +384,25 @@ def _died(names: list[tuple[str | None, str | None]], problem: str, settings: Se
     return render_rows(rows, settings.want_json, settings.keep_all)
 
 
+def _pool(workers: int) -> cf.ProcessPoolExecutor:
+    return cf.ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=segments.one_blas_thread,
+    )
+
+
+def _isolated(
+    names: list[tuple[str | None, str | None]], settings: Settings
+) -> tuple[RenderedRows, set[str]]:
+    """Compare one block in a worker of its own: if that worker dies, only this block's rows say so."""
+    with _pool(1) as pool:
+        try:
+            return pool.submit(_block_in_worker, names).result()  # type: ignore[no-any-return]
+        except cf.process.BrokenProcessPool as exc:
+            return _died(names, f"a worker process died while comparing these files ({exc})", settings), set()
+
+
 def run_blocks(
     pairs: Sequence[tuple[str | None, str | None]],
     orig: name_maps.FolderListing,
@@ -397,7 +416,10 @@ def run_blocks(
     workers as :func:`compare_block` decides. Several blocks are shared
     among forked worker processes (one per core, or ``num_processes``),
     each comparing whole blocks; at most two blocks per worker are in
-    flight, so memory stays bounded.
+    flight, so memory stays bounded. When a worker dies (a crash, the
+    kernel's out-of-memory killer), the blocks that were in flight are
+    compared again one by one, each in a worker of its own, so only the
+    block that kills its worker becomes error rows; then a new pool goes on.
     """
     starts = range(0, len(pairs), PLAN_PAIRS)
     workers = _block_workers(len(starts), settings.num_processes)
@@ -407,30 +429,40 @@ def run_blocks(
         return
     global _inherited
     _inherited = (orig, target, settings)
-    executor = cf.ProcessPoolExecutor(
-        max_workers=workers,
-        mp_context=multiprocessing.get_context("fork"),
-        initializer=segments.one_blas_thread,
-    )
-    in_flight: collections.deque[tuple[list[tuple[str | None, str | None]], cf.Future[Any]]] = (
-        collections.deque()
-    )
     try:
-        for start in starts:
-            names = list(pairs[start : start + PLAN_PAIRS])
-            in_flight.append((names, executor.submit(_block_in_worker, names)))
-            while len(in_flight) > 2 * workers or (start == starts[-1] and in_flight):
-                done_names, future = in_flight.popleft()
-                try:
-                    result = future.result()
-                except cf.process.BrokenProcessPool as exc:
-                    problem = f"a worker process died while comparing ({exc})"
-                    result = (_died(done_names, problem, settings), set())
-                progress(len(done_names))
-                yield result
-    except BaseException:
-        executor.shutdown(wait=False, cancel_futures=True)
-        raise
+        position = 0
+        while position < len(starts):
+            in_flight: collections.deque[tuple[list[tuple[str | None, str | None]], cf.Future[Any]]] = (
+                collections.deque()
+            )
+            broken = False
+            executor = _pool(workers)
+            try:
+                while True:
+                    while not broken and position < len(starts) and len(in_flight) < 2 * workers:
+                        names = list(pairs[starts[position] : starts[position] + PLAN_PAIRS])
+                        try:
+                            in_flight.append((names, executor.submit(_block_in_worker, names)))
+                        except cf.process.BrokenProcessPool:
+                            broken = True
+                            break
+                        position += 1
+                    if not in_flight or broken:
+                        break
+                    try:
+                        result = in_flight[0][1].result()
+                    except cf.process.BrokenProcessPool:
+                        broken = True
+                        break
+                    names, _ = in_flight.popleft()
+                    progress(len(names))
+                    yield result
+            except BaseException:
+                executor.shutdown(wait=False, cancel_futures=True)
+                raise
+            executor.shutdown(wait=not broken, cancel_futures=True)
+            for names, _ in in_flight:  # only after a worker died: again, one block per worker
+                progress(len(names))
+                yield _isolated(names, settings)
     finally:
         _inherited = None
-    executor.shutdown(wait=True)

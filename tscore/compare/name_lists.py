@@ -101,6 +101,10 @@ class MetaIndex:
                 stored = record.get("stored_dtype")
                 shown = record.get("native_dtype") or record.get("dtype")  # the framework's spelling
                 key = (stored if isinstance(stored, str) else None, shown if isinstance(shown, str) else None)
+                try:
+                    os.fsencode(record["file"])
+                except UnicodeEncodeError:  # a name no file can have (a lone surrogate): a damaged line
+                    continue
                 names.append(prefix + record["file"])
                 codes.append(self._table.setdefault(key, len(self._table)))
         if names:
@@ -164,16 +168,17 @@ def compare_order(names: np.ndarray, meta: MetaIndex) -> np.ndarray:
     plain = np.zeros(count, dtype=np.int8)
     first = np.zeros(count, dtype=np.int64)
     last = np.zeros(count, dtype=np.int64)
-    for i, raw in enumerate(names.tolist()):
-        folder, _, base = os.fsdecode(raw).rpartition("/")
-        if folder:
-            rank[i] = int(folder[4:])
-        numbers = _NUMBER.findall(base)
-        if numbers:
-            first[i] = min(int(numbers[0]), _NUMBER_CAP)
-            last[i] = min(int(numbers[-1]), _NUMBER_CAP)
-        else:
-            plain[i] = 1
+    for start in range(0, count, _BLOCK):  # a block of Python strings at a time, not a million
+        for i, raw in enumerate(names[start : start + _BLOCK].tolist(), start):
+            folder, _, base = os.fsdecode(raw).rpartition("/")
+            if folder:
+                rank[i] = int(folder[4:])
+            numbers = _NUMBER.findall(base)
+            if numbers:
+                first[i] = min(int(numbers[0]), _NUMBER_CAP)
+                last[i] = min(int(numbers[-1]), _NUMBER_CAP)
+            else:
+                plain[i] = 1
     written = meta.write_order(names)
     written[plain == 1] = 0
     return np.lexsort((names, written, last, first, plain, rank))

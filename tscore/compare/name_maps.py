@@ -61,8 +61,8 @@ class FolderListing:
 
 
 def _is_bookkeeping(name: str) -> bool:
-    """Say whether ``name`` is tscore's own: the meta side file or a writer's lock file."""
-    return name == META_FILE_NAME or bool(folder_writers.LOCK_NAME.match(name))
+    """Say whether ``name`` is tscore's own side file."""
+    return name == META_FILE_NAME
 
 
 def _scan(
@@ -97,10 +97,9 @@ def _scan(
 def list_folder(folder: str | os.PathLike[str], role: str = "folder") -> FolderListing:
     """List the ``.npy`` files of ``folder`` in compare order.
 
-    A folder holding no ``.npy`` file but ``rank{r}`` subfolders (what
-    ``ts.save`` and the dump write in a distributed job) is listed through
-    them: names become ``rank{r}/{file}``, so two such parents pair rank by
-    rank. Other subfolders are not entered. Other files are returned as
+    Its ``rank{r}`` subfolders (what ``ts.save`` writes in a distributed
+    job) are listed too: their files are named ``rank{r}/{file}``, so two
+    such parents pair rank by rank. Other subfolders are not entered. Other files are returned as
     ``ignored`` (tscore's own ``tscore_meta.jsonl`` and lock files are not
     counted); temporary files of saves that never finished, as ``debris``.
 
@@ -117,13 +116,13 @@ def list_folder(folder: str | os.PathLike[str], role: str = "folder") -> FolderL
     meta = MetaIndex()
     try:
         _scan(path, "", found, blocks, meta)
-        if not blocks[0].size:
-            ranks = sorted(
-                (e.name for e in os.scandir(path) if e.is_dir() and _RANK_FOLDER.match(e.name)),
-                key=lambda n: int(n[4:]),
-            )
-            for rank in ranks:
-                _scan(os.path.join(path, rank), rank + "/", found, blocks, meta)
+        # rank folders are listed beside any top-level files (those saved before the job's init)
+        ranks = sorted(
+            (e.name for e in os.scandir(path) if e.is_dir() and _RANK_FOLDER.match(e.name)),
+            key=lambda n: int(n[4:]),
+        )
+        for rank in ranks:
+            _scan(os.path.join(path, rank), rank + "/", found, blocks, meta)
     except OSError as exc:
         raise TargetPathError(f"{role} {path!r} cannot be listed: {exc.strerror or exc}") from exc
     if found["debris"]:

@@ -17,7 +17,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field
 from tabulate import tabulate
@@ -172,7 +172,7 @@ def pair_table(
 
 
 KEEP_ALL_ROWS = 20_000  # a report of at most this many pairs keeps every row in memory
-MAX_FAILED_ROWS = 20_000  # a bigger one keeps at most this many failing rows
+MAX_FAILED_ROWS = 2_000  # a bigger one keeps at most this many failing rows (iter_pairs() gives all)
 
 
 def _tally() -> dict[str, int]:
@@ -202,8 +202,21 @@ def render_rows(rows: list[PairResult], want_json: bool, keep_all: bool) -> Rend
         if keep_all or (not passed and len(kept) < MAX_FAILED_ROWS):
             kept.append(row)
         writer.writerow(csv_row(row))
-    json_text = b",".join(row.model_dump_json().encode() for row in rows) if want_json else None
-    return RenderedRows(buffer.getvalue().encode("utf-8"), json_text, counts, kept)
+    json_text = b",".join(_row_json(row) for row in rows) if want_json else None
+    # surrogateescape: a file name that is not UTF-8 (bytes the file system allows) goes through as is
+    return RenderedRows(buffer.getvalue().encode("utf-8", "surrogateescape"), json_text, counts, kept)
+
+
+def _row_json(row: PairResult) -> bytes:
+    """Return one row as JSON; a name that is not UTF-8 is written with its bytes escaped."""
+    try:
+        return row.model_dump_json().encode()
+    except ValueError:  # pydantic refuses the lone surrogates of an undecodable file name
+        data = row.model_dump(mode="json")
+        for key in ("orig_name", "target_name"):
+            if isinstance(data.get(key), str):
+                data[key] = data[key].encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        return json.dumps(data).encode()
 
 
 class RowStream:
@@ -221,7 +234,7 @@ class RowStream:
         self.want_json = bool(out_path and out_path.lower().endswith(".json"))
         self.kept: list[PairResult] = []
         self.counts = _tally()
-        self.spool: BinaryIO | None = None if self.keep_all else tempfile.TemporaryFile(prefix="tscore-rows-")
+        self.spool: Any = None if self.keep_all else tempfile.NamedTemporaryFile(prefix="tscore-rows-")
         self._out = atomic_stream(out_path) if out_path else None
         self._stream = self._out.__enter__() if self._out else None
         if self._stream is not None:
@@ -250,8 +263,8 @@ class RowStream:
             report._spool = self.spool
         if self._out is None or self._stream is None:
             return
-        if self.want_json:
-            rest = report.model_dump_json(exclude={"pairs"})
+        if self.want_json:  # the file holds every pair, whatever the report in memory keeps
+            rest = report.model_copy(update={"pairs_complete": True}).model_dump_json(exclude={"pairs"})
             self._stream.write(b"], " + rest[1:].encode())
         self._out.__exit__(None, None, None)
 
@@ -291,7 +304,7 @@ class CompareReport(BaseModel):
         description="temporary files of saves that never finished (their process is gone), per side; "
         "never read, removed by the next save or `tscore clean`",
     )
-    _spool: BinaryIO | None = PrivateAttr(default=None)
+    _spool: Any = PrivateAttr(default=None)  # the named temporary file of every row, beyond KEEP_ALL_ROWS
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -304,13 +317,9 @@ class CompareReport(BaseModel):
         if self.pairs_complete or self._spool is None:
             yield from self.pairs
             return
-        self._spool.seek(0)
-        text = io.TextIOWrapper(self._spool, encoding="utf-8", newline="")
-        try:
-            for cells in csv.reader(text):
+        with open(self._spool.name, encoding="utf-8", errors="surrogateescape", newline="") as text:
+            for cells in csv.reader(text):  # each iteration reads with its own handle
                 yield row_from_csv(cells)
-        finally:
-            text.detach()
 
     def summary(self) -> str:
         """One line: how many pairs passed, failed, and why; ignored files."""
@@ -357,10 +366,8 @@ class CompareReport(BaseModel):
 
     def to_json(self, indent: int | None = 2) -> str:
         """Render the whole report, every pair included, as JSON (inf written as ``"Infinity"``)."""
-        if self.pairs_complete:
-            return self.model_dump_json(indent=indent)
-        data = json.loads(self.model_dump_json(exclude={"pairs"}))
-        data["pairs"] = [json.loads(pair.model_dump_json()) for pair in self.iter_pairs()]
+        data = json.loads(self.model_copy(update={"pairs_complete": True}).model_dump_json(exclude={"pairs"}))
+        data["pairs"] = [json.loads(_row_json(pair)) for pair in self.iter_pairs()]
         return json.dumps(data, indent=indent)
 
     def write(self, path: str | os.PathLike[str]) -> str:
@@ -373,7 +380,7 @@ class CompareReport(BaseModel):
         """
         target = os.fspath(path)
         text = self.to_json() if target.lower().endswith(".json") else self.to_csv()
-        write_atomic(target, lambda stream: stream.write(text.encode("utf-8")))
+        write_atomic(target, lambda stream: stream.write(text.encode("utf-8", "surrogateescape")))
         return target
 
 

@@ -226,7 +226,9 @@ def _inside(folder: str, name: Any) -> tuple[str | None, str | None]:
         return None, None
     relative = str(name)
     path = os.path.normpath(os.path.join(folder, relative))
-    if os.path.isabs(relative) or not path.startswith(os.path.normpath(folder) + os.sep):
+    root = os.path.abspath(folder)
+    inside = not os.path.isabs(relative) and os.path.commonpath([root, os.path.abspath(path)]) == root
+    if not inside or os.path.abspath(path) == root:
         return None, f"the record names a file outside the dump folder ({relative!r}); not read"
     return path, None
 
