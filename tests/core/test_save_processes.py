@@ -118,19 +118,26 @@ KILLED = textwrap.dedent(
 
 
 def _kill_mid_save(folder: Path) -> None:
-    """Start a process that saves 200 MB arrays in a loop and kill -9 it while a temporary file exists."""
-    proc = subprocess.Popen([sys.executable, "-c", KILLED, str(folder / "big")])
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if folder.is_dir() and any(folder_writers.TEMP_NAME.match(n) for n in os.listdir(folder)):
-                break
-            time.sleep(0.002)
-        else:
-            pytest.fail("the saving process never wrote a temporary file")
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+    """Kill -9 a process that saves 200 MB arrays in a loop while it writes a temporary file.
+
+    The kill can land just after a write finished (the temporary file renamed); then it is tried again.
+    """
+    for _ in range(10):
+        proc = subprocess.Popen([sys.executable, "-c", KILLED, str(folder / "big")])
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                if folder.is_dir() and any(folder_writers.TEMP_NAME.match(n) for n in os.listdir(folder)):
+                    break
+                time.sleep(0.002)
+            else:
+                pytest.fail("the saving process never wrote a temporary file")
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        if any(folder_writers.TEMP_NAME.match(n) for n in os.listdir(folder)):
+            return
+    pytest.fail("ten kills all landed between two saves")
 
 
 def test_a_killed_save_is_skipped_by_compare_then_removed_by_the_next_save(tmp_path):

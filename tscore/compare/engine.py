@@ -136,13 +136,16 @@ def compare_npy_dir(
     otherwise. Each pair gets ``numpy.allclose(orig, target, rtol, atol,
     equal_nan)``, the share of elements within tolerance, cosine
     similarity, mean and max absolute difference, max relative difference
-    and NaN/inf counts, all computed in float64 over memory-mapped chunks.
+    and NaN/inf counts, all computed in float64 (small files read whole and
+    compared in batches, big ones memory-mapped and compared in chunks).
 
-    ``print_level`` 0 prints nothing, 1 the table of every pair, 2 only the
-    pairs that failed; ``compare_shape`` adds the shape columns. A progress
-    bar shows on a terminal. ``output_file`` ending in ``.json`` gets JSON,
-    any other name CSV. ``num_processes`` (default: the cores, when the data
-    are big enough) sets the workers; ``kernel`` picks ``"numpy"`` or
+    ``print_level`` 0 prints nothing, 1 the table of every pair (of the
+    failing ones kept, beyond :data:`~tscore.compare.report.KEEP_ALL_ROWS`
+    pairs), 2 only the pairs that failed; ``compare_shape`` adds the shape
+    columns. A progress bar shows on a terminal. ``output_file`` ending in
+    ``.json`` gets JSON, any other name CSV, written as the rows come. The
+    folders may be parents of ``rank{r}`` folders. ``num_processes``
+    (default: the cores, when there is enough work) sets the workers; ``kernel`` picks ``"numpy"`` or
     ``"numba"`` (default: whichever finishes first, see :mod:`tscore.compare.kernels`).
 
     :raises TargetPathError: a folder missing or without ``.npy`` files, or
