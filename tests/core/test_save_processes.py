@@ -127,7 +127,8 @@ def _kill_mid_save(folder: Path) -> None:
         try:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
-                if folder.is_dir() and any(folder_writers.TEMP_NAME.match(n) for n in os.listdir(folder)):
+                started = (folder / "0_big.npy").exists()  # the small first save is done: the big ones run
+                if started and any(folder_writers.TEMP_NAME.match(n) for n in os.listdir(folder)):
                     break
                 time.sleep(0.002)
             else:
