@@ -89,6 +89,10 @@ def test_many_blocks_in_one_process_give_the_same_rows(folders, monkeypatch):
     one = ts.migrator.compare_npy_dir(folders / "a", folders / "b", print_level=0, num_processes=1)
     assert one.pairs_complete
     assert json.dumps(_rows(one), default=str) == json.dumps(_rows(whole), default=str)
+    # Batches of small files cut by their bytes, not only by the block: a few pairs a batch.
+    monkeypatch.setattr(blocks, "SMALL_BATCH_BYTES", 500)
+    cut = ts.migrator.compare_npy_dir(folders / "a", folders / "b", print_level=0, num_processes=1)
+    assert json.dumps(_rows(cut), default=str) == json.dumps(_rows(whole), default=str)
 
 
 def test_a_stopped_comparison_leaves_no_output_file(folders, monkeypatch, tmp_path):

@@ -106,6 +106,8 @@ def judge(
 PLAN_PAIRS = 4096
 # Files up to this size are read whole in one call and compared in batches (no memory map).
 SMALL_FILE_BYTES = 1 << 16
+# A batch holds at most this many bytes of small files (its float64 work buffers about 16 times that).
+SMALL_BATCH_BYTES = 4 << 20
 
 
 @dataclass
@@ -158,10 +160,18 @@ def plan_block(
     orig_listing: name_maps.FolderListing,
     target_listing: name_maps.FolderListing,
 ) -> Plan:
-    """Read every file of a block once and sort its pairs: final rows, a small batch, big segments."""
+    """Read the files of a block once and sort its pairs: final rows, a small batch, big segments.
+
+    Planning stops once the small files read hold :data:`SMALL_BATCH_BYTES`;
+    ``plan.names`` are the pairs planned, the caller plans the rest next.
+    """
     plan = Plan(names=names)
     listings = {"orig": orig_listing, "target": target_listing}
+    held = 0
     for index, (orig, target) in enumerate(names):
+        if held >= SMALL_BATCH_BYTES:
+            plan.names = names[:index]
+            break
         layouts: dict[str, NpyLayout] = {}
         data: dict[str, bytes | None] = {}
         problems: list[str] = []
@@ -201,6 +211,7 @@ def plan_block(
         plan.pending[index] = (a, b, *dtypes)
         data_a, data_b = data["orig"], data["target"]
         if data_a is not None and data_b is not None:
+            held += len(data_a) + len(data_b)
             if len(orders) == 1:
                 plan.small.append((index, array_from_bytes(a, data_a), array_from_bytes(b, data_b)))
             else:
@@ -353,13 +364,18 @@ def compare_block(
     :param nested_workers: whether big pairs may be shared among worker
         processes (not inside a worker that already has a block).
     """
-    plan = plan_block(names, orig, target)
-    progress(len(plan.rows))
-    kernel = resolve_kernel(settings.kernel, plan.data_bytes)
-    workers = _workers_for(settings.num_processes, plan, kernel) if nested_workers else 1
-    _execute(plan, settings.rtol, settings.atol, settings.equal_nan, kernel, workers, progress)
-    rows = [plan.rows[index] for index in range(len(names))]
-    return render_rows(rows, settings.want_json, settings.keep_all), ({kernel} if plan.work else set())
+    rows: list[PairResult] = []
+    kernels: set[str] = set()
+    while len(rows) < len(names):
+        plan = plan_block(names[len(rows) :], orig, target)
+        progress(len(plan.rows))
+        kernel = resolve_kernel(settings.kernel, plan.data_bytes)
+        workers = _workers_for(settings.num_processes, plan, kernel) if nested_workers else 1
+        _execute(plan, settings.rtol, settings.atol, settings.equal_nan, kernel, workers, progress)
+        rows += [plan.rows[index] for index in range(len(plan.names))]
+        if plan.work:
+            kernels.add(kernel)
+    return render_rows(rows, settings.want_json, settings.keep_all), kernels
 
 
 _inherited: tuple[name_maps.FolderListing, name_maps.FolderListing, Settings] | None = None
