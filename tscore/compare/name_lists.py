@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from typing import overload
 
@@ -19,7 +20,7 @@ from tscore.json_files import parse_json
 from tscore.npy_files import META_FILE_NAME
 
 _BLOCK = 1 << 16  # names gathered per numpy conversion while a folder is listed
-_NUMBER = re.compile(r"\d+")
+_NUMBER = re.compile(rb"\d+")
 _NUMBER_CAP = (1 << 62) - 1  # longer digit runs (timestamps) sort as this
 
 
@@ -27,8 +28,9 @@ def to_array(names: Iterable[str]) -> np.ndarray:
     """Return ``names`` as a numpy bytes array (file-system encoding), built a block at a time."""
     blocks: list[np.ndarray] = []
     block: list[bytes] = []
+    encoding = sys.getfilesystemencoding()
     for name in names:
-        block.append(os.fsencode(name))
+        block.append(name.encode(encoding, "surrogateescape"))  # os.fsencode, without its checks
         if len(block) == _BLOCK:
             blocks.append(np.array(block, dtype=np.bytes_))
             block = []
@@ -168,15 +170,17 @@ def compare_order(names: np.ndarray, meta: MetaIndex) -> np.ndarray:
     plain = np.zeros(count, dtype=np.int8)
     first = np.zeros(count, dtype=np.int64)
     last = np.zeros(count, dtype=np.int64)
-    for start in range(0, count, _BLOCK):  # a block of Python strings at a time, not a million
+    cap = _NUMBER_CAP
+    for start in range(0, count, _BLOCK):  # a block of Python bytes at a time, not a million
         for i, raw in enumerate(names[start : start + _BLOCK].tolist(), start):
-            folder, _, base = os.fsdecode(raw).rpartition("/")
-            if folder:
+            if b"/" in raw:
+                folder, _, raw = raw.rpartition(b"/")
                 rank[i] = int(folder[4:])
-            numbers = _NUMBER.findall(base)
+            numbers = _NUMBER.findall(raw)
             if numbers:
-                first[i] = min(int(numbers[0]), _NUMBER_CAP)
-                last[i] = min(int(numbers[-1]), _NUMBER_CAP)
+                head, tail = int(numbers[0]), int(numbers[-1])
+                first[i] = head if head < cap else cap
+                last[i] = tail if tail < cap else cap
             else:
                 plain[i] = 1
     written = meta.write_order(names)

@@ -68,7 +68,7 @@ def _is_bookkeeping(name: str) -> bool:
 def _scan(
     path: str, prefix: str, found: dict[str, list[str]], npy: list[np.ndarray], meta: MetaIndex
 ) -> None:
-    """Sort the entries of ``path`` into ``.npy`` files, debris and ignored files, names prefixed."""
+    """Sort the entries of ``path`` into ``.npy`` files, debris, ignored files and rank folders."""
 
     def npy_names() -> Iterator[str]:
         for entry in os.scandir(path):
@@ -78,6 +78,8 @@ def _scan(
                     yield prefix + name
                 continue
             if not entry.is_file():
+                if not prefix and _RANK_FOLDER.match(name) and entry.is_dir():
+                    found["ranks"].append(name)
                 continue
             if name.startswith(".") and folder_writers.TEMP_NAME.match(name):
                 if folder_writers.debris_of(path, name) is not None:
@@ -99,9 +101,10 @@ def list_folder(folder: str | os.PathLike[str], role: str = "folder") -> FolderL
 
     Its ``rank{r}`` subfolders (what ``ts.save`` writes in a distributed
     job) are listed too: their files are named ``rank{r}/{file}``, so two
-    such parents pair rank by rank. Other subfolders are not entered. Other files are returned as
-    ``ignored`` (tscore's own ``tscore_meta.jsonl`` and lock files are not
-    counted); temporary files of saves that never finished, as ``debris``.
+    such parents pair rank by rank. Other subfolders are not entered. Other
+    files are returned as ``ignored`` (tscore's own ``tscore_meta.jsonl``
+    is not counted); temporary files of saves that never finished, as
+    ``debris``.
 
     :raises TargetPathError: naming the folder when it does not exist, is not
         a folder or holds no ``.npy`` file. ``role`` (``"orig_dir"``...) says
@@ -111,17 +114,13 @@ def list_folder(folder: str | os.PathLike[str], role: str = "folder") -> FolderL
     if not os.path.isdir(path):
         what = "does not exist" if not os.path.exists(path) else "is not a folder"
         raise TargetPathError(f"{role} {path!r} {what}; pass the folder that ts.save wrote")
-    found: dict[str, list[str]] = {"ignored": [], "debris": []}
+    found: dict[str, list[str]] = {"ignored": [], "debris": [], "ranks": []}
     blocks: list[np.ndarray] = []
     meta = MetaIndex()
     try:
         _scan(path, "", found, blocks, meta)
         # rank folders are listed beside any top-level files (those saved before the job's init)
-        ranks = sorted(
-            (e.name for e in os.scandir(path) if e.is_dir() and _RANK_FOLDER.match(e.name)),
-            key=lambda n: int(n[4:]),
-        )
-        for rank in ranks:
+        for rank in sorted(found["ranks"], key=lambda n: int(n[4:])):
             _scan(os.path.join(path, rank), rank + "/", found, blocks, meta)
     except OSError as exc:
         raise TargetPathError(f"{role} {path!r} cannot be listed: {exc.strerror or exc}") from exc
