@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import json
 import logging
 import os
 import threading
@@ -31,6 +30,7 @@ import numpy as np
 
 from tscore import folder_writers, naming, npy_files
 from tscore.errors import InvalidNameError, UnsupportedObjectError
+from tscore.json_files import parse_json
 from tscore.plugins import hook
 from tscore.tensors import is_tensor, tensor_meta, to_numpy, type_name
 
@@ -152,8 +152,8 @@ def _recorded_writer(folder: str, file: str) -> str | None:
         complete = data.rfind(b"\n") + 1  # a line still being appended is read next time
         for line in data[:complete].splitlines():
             try:
-                record = json.loads(line)
-            except ValueError:
+                record = parse_json(line)
+            except ValueError:  # a damaged line (parse_json raises nothing else)
                 continue
             if isinstance(record, dict) and isinstance(record.get("file"), str):
                 writer = record.get("writer")
