@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from typing import Any
 
 import orjson
 
 from tscore.errors import TscoreError
+
+log = logging.getLogger(__name__)
 
 
 def read_json(
@@ -50,3 +53,19 @@ def parse_json(data: bytes) -> Any:
         raise
     except (RecursionError, ValueError) as exc:  # UnicodeDecodeError is a ValueError too
         raise json.JSONDecodeError(f"{type(exc).__name__}: {str(exc)[:200]}", "", 0) from None
+
+
+def read_side_json(path: str) -> Any:
+    """Parse an optional JSON file that a reader can do without; None when it is missing or damaged.
+
+    A damaged file (not JSON, nested too deep, unreadable) is logged and
+    read as absent: the caller goes on without it.
+    """
+    try:
+        with open(path, "rb") as stream:
+            return parse_json(stream.read())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        log.warning("%s cannot be read (%s); going on without it", path, exc)
+        return None

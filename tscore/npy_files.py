@@ -120,10 +120,7 @@ def atomic_stream(path: str, place: Callable[[str, str], str] | None = None) -> 
     try:
         with os.fdopen(fd, "wb") as stream:
             yield stream
-        if place is None:
-            os.replace(temp, path)
-        else:
-            place(temp, path)
+        (place or _replace)(temp, path)
     except BaseException as exc:
         try:
             os.unlink(temp)
@@ -144,17 +141,22 @@ def write_atomic(
 
     :raises TargetPathError: naming the path, when it cannot be written.
     """
-    final = [path]
+    final = path
 
     def placed(temp: str, target: str) -> str:
-        final[0] = place(temp, target) if place else target
-        if place is None:
-            os.replace(temp, target)
-        return final[0]
+        nonlocal final
+        final = (place or _replace)(temp, target)
+        return final
 
     with atomic_stream(path, placed) as stream:
         write(stream)
-    return final[0]
+    return final
+
+
+def _replace(temp: str, path: str) -> str:
+    """Rename ``temp`` over ``path`` (atomic on one file system) and return ``path``."""
+    os.replace(temp, path)
+    return path
 
 
 @functools.lru_cache(maxsize=1024)

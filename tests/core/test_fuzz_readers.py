@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import io
 import json
-import os
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import tscore as ts
@@ -33,33 +31,10 @@ from tscore.dump.recorder import DumpRecorder, finish_record
 from tscore.dump.writer import DumpWriter
 from tscore.dump_compare.compare import compare_dumps
 from tscore.dump_compare.sources import DumpReadError, read_dump
-from tscore.testing.fuzzing import damaged, examples, run_isolated
+from tscore.testing.fuzzing import fuzz_file, fuzz_settings, run_isolated
 
-SETTINGS = settings(
-    max_examples=examples(),
-    deadline=None,
-    database=None,
-    derandomize=os.environ.get("CI") is not None,  # CI: the same examples every run
-    suppress_health_check=list(HealthCheck),
-)
-
-
-def _fuzz(seed: bytes, target: Path, read: Callable[[Path], object], error: type[BaseException]) -> None:
-    """Feed ``read`` damaged copies of ``seed`` written to ``target``; only ``error`` may come out."""
-
-    def check() -> None:
-        @SETTINGS
-        @given(damaged(seed))
-        def one(data: bytes) -> None:
-            target.write_bytes(data)
-            try:
-                read(target)
-            except error:
-                pass
-
-        one()
-
-    run_isolated(check)
+SETTINGS = fuzz_settings()
+_fuzz = fuzz_file
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:

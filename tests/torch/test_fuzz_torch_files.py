@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import collections
 import io
-import os
 import pickle
 import zipfile
 from pathlib import Path
@@ -18,21 +17,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tscore.checkpoint.contents import CheckpointReadError
 from tscore.checkpoint.files import load_checkpoint
 from tscore.checkpoint.torch_zip import TorchZipError, read_torch_tensor
-from tscore.testing.fuzzing import damaged, examples, run_isolated
+from tscore.testing.fuzzing import fuzz_file, fuzz_settings, run_isolated
 
-SETTINGS = settings(
-    max_examples=examples(),
-    deadline=None,
-    database=None,
-    derandomize=os.environ.get("CI") is not None,
-    suppress_health_check=list(HealthCheck),
-)
+SETTINGS = fuzz_settings()
 
 
 def _saved(tensor: torch.Tensor) -> bytes:
@@ -52,23 +45,11 @@ def _saved(tensor: torch.Tensor) -> bytes:
     ids=["contiguous", "transposed", "bfloat16", "0-d"],
 )
 def test_damaged_pt_files_end_in_torch_zip_error(tmp_path, tensor):
-    seed = _saved(tensor)
-    target = tmp_path / "x.pt"
+    def read(path: Path) -> None:
+        array = read_torch_tensor(str(path))
+        np.asarray(array, dtype=np.float64).sum()  # what a comparison does with it
 
-    def check() -> None:
-        @SETTINGS
-        @given(damaged(seed))
-        def one(data: bytes) -> None:
-            target.write_bytes(data)
-            try:
-                array = read_torch_tensor(str(target))
-            except TorchZipError:
-                return
-            np.asarray(array, dtype=np.float64).sum()  # what a comparison does with it
-
-        one()
-
-    run_isolated(check)
+    fuzz_file(_saved(tensor), tmp_path / "x.pt", read, TorchZipError)
 
 
 class _Tensor:
@@ -169,19 +150,4 @@ def test_a_pickle_asking_for_a_huge_memo_is_refused(tmp_path):
 def test_damaged_pth_checkpoints_end_in_checkpoint_read_error(tmp_path):
     seed_path = tmp_path / "seed.pth"
     torch.save({"conv.weight": torch.ones(2, 3), "bn.num_batches_tracked": torch.tensor(3)}, seed_path)
-    seed = seed_path.read_bytes()
-    target = tmp_path / "x.pth"
-
-    def check() -> None:
-        @SETTINGS
-        @given(damaged(seed))
-        def one(data: bytes) -> None:
-            target.write_bytes(data)
-            try:
-                load_checkpoint(target)
-            except CheckpointReadError:
-                pass
-
-        one()
-
-    run_isolated(check)
+    fuzz_file(seed_path.read_bytes(), tmp_path / "x.pth", load_checkpoint, CheckpointReadError)

@@ -29,7 +29,6 @@ logger = logging.getLogger(__name__)
 
 PathLike = str | os.PathLike[str]
 MATCH_STRATEGIES = name_maps.MATCH_STRATEGIES
-PARALLEL_MIN_BYTES = blocks.PARALLEL_MIN_BYTES
 
 
 # ---------------------------------------------------------------- arguments

@@ -77,7 +77,8 @@ class MetaIndex:
     def __init__(self) -> None:
         self._names: list[np.ndarray] = []
         self._codes: list[np.ndarray] = []
-        self._table: dict[tuple[str | None, str | None], int] = {}
+        self._table: dict[tuple[str | None, str | None], int] = {}  # (stored, source dtype) -> code
+        self._keys: list[tuple[str | None, str | None]] = []  # code -> (stored, source dtype)
         self._sorted: np.ndarray | None = None
         self._order = np.empty(0, dtype=np.int64)
         self._code = np.empty(0, dtype=np.int32)
@@ -108,7 +109,10 @@ class MetaIndex:
                 except UnicodeEncodeError:  # a name no file can have (a lone surrogate): a damaged line
                     continue
                 names.append(prefix + record["file"])
-                codes.append(self._table.setdefault(key, len(self._table)))
+                if key not in self._table:
+                    self._table[key] = len(self._keys)
+                    self._keys.append(key)
+                codes.append(self._table[key])
         if names:
             self._names.append(to_array(names))
             self._codes.append(np.array(codes, dtype=np.int32))
@@ -150,8 +154,7 @@ class MetaIndex:
         pos = int(self.positions(np.array([os.fsencode(name)], dtype=np.bytes_))[0])
         if pos < 0:
             return None
-        code = int(self._code[pos])
-        return next(key for key, value in self._table.items() if value == code)
+        return self._keys[int(self._code[pos])]
 
     def __len__(self) -> int:
         self._index()
@@ -269,8 +272,3 @@ def pair_by_number(orig: NameList, target: NameList) -> PairIndex:
     return PairIndex(
         orig, target, np.where(index < len(orig), index, -1), np.where(index < len(target), index, -1)
     )
-
-
-def names_of(pairs: Sequence[tuple[str | None, str | None]]) -> list[tuple[str | None, str | None]]:
-    """Return ``pairs`` as a plain list (what the ``get_name_map_list_by_*`` functions give users)."""
-    return list(pairs)

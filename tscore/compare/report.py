@@ -195,13 +195,15 @@ def render_rows(rows: list[PairResult], want_json: bool, keep_all: bool) -> Rend
     kept: list[PairResult] = []
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
+    want_csv = not want_json or not keep_all  # the CSV output, or the spool of a report too big to keep
     for row in rows:
         passed = row.passed
         counts[row.status.value] += 1
         counts["passed" if passed else "failed"] += 1
         if keep_all or (not passed and len(kept) < MAX_FAILED_ROWS):
             kept.append(row)
-        writer.writerow(csv_row(row))
+        if want_csv:
+            writer.writerow(csv_row(row))
     json_text = b",".join(_row_json(row) for row in rows) if want_json else None
     # surrogateescape: a file name that is not UTF-8 (bytes the file system allows) goes through as is
     return RenderedRows(buffer.getvalue().encode("utf-8", "surrogateescape"), json_text, counts, kept)
@@ -239,7 +241,7 @@ class RowStream:
         self._stream = self._out.__enter__() if self._out else None
         if self._stream is not None:
             self._stream.write(b'{"pairs": [' if self.want_json else _CSV_HEADER)
-        self._rows = 0
+        self._json_started = False  # a comma goes before every block of JSON rows but the first
 
     def add(self, block: RenderedRows) -> None:
         """Count, keep or spool, and write the rows of the next block."""
@@ -251,10 +253,10 @@ class RowStream:
             self.spool.write(block.csv)
         if self._stream is not None:
             if self.want_json and block.json:
-                self._stream.write((b"," if self._rows else b"") + block.json)
+                self._stream.write((b"," if self._json_started else b"") + block.json)
+                self._json_started = True
             elif not self.want_json:
                 self._stream.write(block.csv)
-        self._rows += sum(block.counts[s.value] for s in PairStatus)
 
     def finish(self, report: CompareReport) -> None:
         """Complete the output file with the report's other fields and give it its name."""

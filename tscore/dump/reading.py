@@ -16,7 +16,7 @@ from typing import Any
 
 from tscore.dump.names import canonical
 from tscore.dump.writer import INFO_FILE, RECORDS_FILE, STACKS_FILE, TENSORS_FOLDER
-from tscore.json_files import parse_json
+from tscore.json_files import parse_json, read_side_json
 
 log = logging.getLogger(__name__)
 
@@ -107,15 +107,7 @@ def stack_of(record: dict[str, Any], stacks: dict[int, list[str]]) -> list[str]:
 
 def read_info(folder: str) -> dict[str, Any]:
     """Return a dump folder's ``dump_info.json`` as a dict; ``{}`` when it is missing or damaged."""
-    path = os.path.join(folder, INFO_FILE)
-    try:
-        with open(path, "rb") as stream:
-            info = parse_json(stream.read())
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as exc:
-        log.warning("%s cannot be read (%s); going on without it", path, exc)
-        return {}
+    info = read_side_json(os.path.join(folder, INFO_FILE))
     return info if isinstance(info, dict) else {}
 
 

@@ -28,7 +28,7 @@ from tscore.dump.names import MODULE_PREFIX, CallName, parse_name
 from tscore.dump.reading import read_info, read_lines, read_stacks, stack_of
 from tscore.dump.writer import RECORDS_FILE, TENSORS_FOLDER
 from tscore.errors import TscoreError
-from tscore.json_files import parse_json
+from tscore.json_files import read_side_json
 
 log = logging.getLogger(__name__)
 
@@ -269,17 +269,6 @@ def _read_tscore(records_file: str) -> DumpSource:
     )
 
 
-def _json_file(path: str) -> Any:
-    if not os.path.exists(path):
-        return None
-    try:
-        with open(path, "rb") as stream:
-            return parse_json(stream.read())
-    except (OSError, ValueError) as exc:
-        log.warning("%s cannot be read (%s); going on without it", path, exc)
-        return None
-
-
 # ---------------------------------------------------------------- msprobe
 
 
@@ -347,7 +336,7 @@ def _number(value: Any) -> float | None:
 
 def _msprobe_stacks(folder: str) -> dict[str, list[str]]:
     """``{call name: stack lines}`` from msprobe's ``stack.json`` (26.x: numbered groups; older: by name)."""
-    raw = _json_file(os.path.join(folder, MSPROBE_STACKS)) or {}
+    raw = read_side_json(os.path.join(folder, MSPROBE_STACKS)) or {}
     stacks: dict[str, list[str]] = {}
     for key, value in raw.items() if isinstance(raw, Mapping) else ():
         if isinstance(value, list) and len(value) == 2 and isinstance(value[0], list):
@@ -362,7 +351,7 @@ def _msprobe_stacks(folder: str) -> dict[str, list[str]]:
 
 def _read_msprobe(records_file: str) -> DumpSource:
     folder = os.path.dirname(records_file)
-    document = _json_file(records_file)
+    document = read_side_json(records_file)
     if not isinstance(document, Mapping) or not isinstance(document.get("data"), Mapping):
         raise DumpReadError(
             f"{records_file}: not an msprobe dump.json (no 'data' object); the file may be cut short"

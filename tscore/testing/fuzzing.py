@@ -12,6 +12,8 @@ allocation the file's bytes do not justify.
   memory limit (``RLIMIT_AS``) and a time limit, and reports a signal
   (a segfault), a timeout (a hang) or the child's exception as a test
   failure with the child's output.
+* :func:`fuzz_file` puts the two together for a reader of one file;
+  :func:`fuzz_settings` are the Hypothesis settings every suite uses.
 """
 
 from __future__ import annotations
@@ -37,6 +39,46 @@ DEFAULT_EXAMPLES = 60  # per reader in CI; `nox -s fuzz` runs thousands
 def examples() -> int:
     """Return how many examples each fuzzed reader gets (``TSCORE_FUZZ_EXAMPLES``, default 60)."""
     return int(os.environ.get(EXAMPLES_ENV, DEFAULT_EXAMPLES))
+
+
+def fuzz_settings() -> Any:
+    """Return Hypothesis settings for a fuzz suite: :func:`examples` examples, no deadline, no database.
+
+    With ``CI`` set the examples are derandomised: the same ones every run.
+    """
+    from hypothesis import HealthCheck, settings
+
+    return settings(
+        max_examples=examples(),
+        deadline=None,
+        database=None,
+        derandomize=os.environ.get("CI") is not None,
+        suppress_health_check=list(HealthCheck),
+    )
+
+
+def fuzz_file(seed: bytes, target: str | os.PathLike[str], read: Callable[[Any], object], error: Any) -> None:
+    """Feed ``read(target)`` damaged copies of ``seed`` written to ``target``; only ``error`` may come out.
+
+    :param error: the reader's own exception class (or a tuple of them; ``()`` when nothing may come out).
+    :raises AssertionError: from :func:`run_isolated`, with the failing example.
+    """
+    from hypothesis import given
+
+    def check() -> None:
+        @fuzz_settings()
+        @given(damaged(seed))
+        def one(data: bytes) -> None:
+            with open(target, "wb") as stream:
+                stream.write(data)
+            try:
+                read(target)
+            except error:
+                pass
+
+        one()
+
+    run_isolated(check)
 
 
 def damaged(seed: bytes) -> Any:
