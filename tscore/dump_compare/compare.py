@@ -19,11 +19,13 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from tscore.dump_compare.pairing import pair_calls, pair_items
+from tscore.compare.report import KEEP_ALL_ROWS
+from tscore.dump_compare.pairing import CallPair, pair_calls, pair_items
 from tscore.dump_compare.report import DumpCompareReport
+from tscore.dump_compare.row_stream import DumpRowStream
 from tscore.dump_compare.rows import Row, compare_items, statistics_errors
 from tscore.dump_compare.sources import DumpReadError, DumpSource, read_dump
-from tscore.dump_compare.verdicts import CallVerdict, first_own_error, judge_call
+from tscore.dump_compare.verdicts import CallVerdict, judge_call
 from tscore.errors import TargetPathError
 from tscore.npy_files import write_atomic
 
@@ -74,6 +76,9 @@ def _no_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
+BLOCK_CALLS = 2048  # calls compared, judged and written out at a time
+
+
 def compare_sources(
     target: DumpSource,
     orig: DumpSource,
@@ -82,45 +87,51 @@ def compare_sources(
     api_map: Mapping[str, str] | None = None,
     kernel: str | None = None,
     workers: int | None = None,
+    csv_path: str | None = None,
+    stack_mode: bool = False,
 ) -> DumpCompareReport:
-    """Pair, compare and judge two dumps already read.
+    """Pair, compare and judge two dumps already read, a block of calls at a time.
 
     :param workers: threads comparing tensor files (default: one a core, at most 4; 1: none).
+    :param csv_path: write ptdbg's CSV here as the rows are made (atomically: the name appears at
+        the end); ``stack_mode`` adds the stack column.
     """
     began = time.perf_counter()
     use_tensors = target.has_tensors and orig.has_tensors
     basis = "tensor" if use_tensors else ("md5" if target.task == orig.task == "md5" else "statistics")
-    verdicts: list[CallVerdict] = []
     pairs = pair_calls(target.calls, orig.calls, api_map)
-    rows_of = []
-    values: list[tuple[Any, Any]] = []
-    for pair in pairs:
-        items = pair_items(pair.target, pair.orig)
-        rows_of.append(list(range(len(values), len(values) + len(items))))
-        values += items
+    values_a_side = max(sum(len(c.inputs) + len(c.outputs) for c in s.calls) for s in (target, orig))
+    stream = DumpRowStream(values_a_side <= KEEP_ALL_ROWS, basis, csv_path, stack_mode)
+    forward_errors: dict[tuple[str, str, str, int], float | None] = {}  # what each forward call saw and made
 
     def one(value: tuple[Any, Any]) -> Row:
         return compare_items(*value, use_tensors=use_tensors, tolerance=tolerance, kernel=kernel)
 
-    if use_tensors and len(values) > 1 and workers != 1:
-        # reading a tensor file and the compare kernel (numba, numpy) release the GIL: threads overlap
-        with cf.ThreadPoolExecutor(max_workers=workers or min(4, os.cpu_count() or 1)) as pool:
-            rows = list(pool.map(one, values, chunksize=8))
-    else:
-        rows = [one(value) for value in values]
-    statistics_errors(rows, tolerance)
-    forward_errors: dict[tuple[str, str, str, int], float | None] = {}  # what each forward call saw and made
-    for pair, indexes in zip(pairs, rows_of, strict=True):
-        call = pair.target or pair.orig
-        assert call is not None
-        side = "target" if pair.target is not None else "orig"  # numbers of the two runs are not one count
-        identity = (side, call.name.prefix, call.name.api, call.name.index)
-        saved = forward_errors.get(identity) if call.name.direction == "backward" else None
-        verdict = judge_call(pair, rows, indexes, tolerance, saved_error=saved)
-        if call.name.direction == "forward":
-            known = [e for e in (verdict.input_error, verdict.output_error) if e is not None]
-            forward_errors[identity] = max(known) if known else None
-        verdicts.append(verdict)
+    # reading a tensor file and the compare kernel (numba, numpy) release the GIL: threads overlap
+    threads = use_tensors and workers != 1
+    pool = cf.ThreadPoolExecutor(max_workers=workers or min(4, os.cpu_count() or 1)) if threads else None
+    try:
+        for start in range(0, len(pairs), BLOCK_CALLS):
+            block = pairs[start : start + BLOCK_CALLS]
+            values: list[tuple[Any, Any]] = []
+            spans = []
+            for pair in block:
+                items = pair_items(pair.target, pair.orig)
+                spans.append(range(len(values), len(values) + len(items)))
+                values += items
+            rows = list(pool.map(one, values, chunksize=8)) if pool else [one(v) for v in values]
+            statistics_errors(rows, tolerance)
+            verdicts = []
+            for pair, indexes in zip(block, spans, strict=True):
+                verdicts.append(_judge(pair, rows, list(indexes), tolerance, forward_errors))
+            stream.add(rows, verdicts)
+        stream.finish()
+    except BaseException:
+        stream.abort()
+        raise
+    finally:
+        if pool is not None:
+            pool.shutdown()
     report = DumpCompareReport.model_construct(  # rows and verdicts are built here: nothing to validate
         target_path=target.path,
         orig_path=orig.path,
@@ -130,12 +141,41 @@ def compare_sources(
         orig_label=orig.label,
         basis=basis,
         tolerance=tolerance,
-        rows=rows,
-        calls=verdicts,
-        first_error=first_own_error(verdicts),
+        rows=stream.rows,
+        calls=stream.calls,
+        rows_complete=stream.keep_all,
+        total_rows=stream.total_rows,
+        total_calls=stream.total_calls,
+        call_counts=stream.call_counts,
+        unread_tensors=stream.unread,
+        first_error=stream.first_error,
+        first_failure=stream.first_failure,
+        seconds=0.0,
+        files=[csv_path] if csv_path else [],
     )
+    report._spool = stream.spool
     report.seconds = time.perf_counter() - began
     return report
+
+
+def _judge(
+    pair: CallPair,
+    rows: list[Row],
+    indexes: list[int],
+    tolerance: float,
+    forward_errors: dict[tuple[str, str, str, int], float | None],
+) -> CallVerdict:
+    """Judge one pair of calls; a backward call also weighs what its forward call saw and made."""
+    call = pair.target or pair.orig
+    assert call is not None
+    side = "target" if pair.target is not None else "orig"  # numbers of the two runs are not one count
+    identity = (side, call.name.prefix, call.name.api, call.name.index)
+    saved = forward_errors.get(identity) if call.name.direction == "backward" else None
+    verdict = judge_call(pair, rows, indexes, tolerance, saved_error=saved)
+    if call.name.direction == "forward":
+        known = [e for e in (verdict.input_error, verdict.output_error) if e is not None]
+        forward_errors[identity] = max(known) if known else None
+    return verdict
 
 
 def compare_dumps(
@@ -177,16 +217,23 @@ def compare_dumps(
     with _no_cyclic_gc():
         target = read_dump(_dump_folder(os.fspath(target_path), "target"), target_data_dir)
         orig = read_dump(_dump_folder(os.fspath(orig_path), "orig"), orig_data_dir)
-        report = compare_sources(target, orig, tolerance=tolerance, api_map=api_map, kernel=kernel)
-    if out_folder is not None:
         stamp = time.strftime("%Y%m%d%H%M%S")
-        csv_path = os.path.join(out_folder, f"compare_result{suffix}_{stamp}.csv")
-        report.write_csv(csv_path, stack_mode)
-        report.files.append(csv_path)
-        if auto_analyze:
-            advisor = os.path.join(out_folder, f"advisor{suffix}_{stamp}.txt")
-            report.write_advisor(advisor)
-            report.files.append(advisor)
+        csv_path = (
+            None if out_folder is None else os.path.join(out_folder, f"compare_result{suffix}_{stamp}.csv")
+        )
+        report = compare_sources(
+            target,
+            orig,
+            tolerance=tolerance,
+            api_map=api_map,
+            kernel=kernel,
+            csv_path=csv_path,
+            stack_mode=stack_mode,
+        )
+    if out_folder is not None and auto_analyze:
+        advisor = os.path.join(out_folder, f"advisor{suffix}_{stamp}.txt")
+        report.write_advisor(advisor)
+        report.files.append(advisor)
     if auto_analyze:
         log.warning("dump compare: %s", report.summary()) if not report.passed else log.info(
             "dump compare: %s", report.summary()

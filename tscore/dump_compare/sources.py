@@ -29,6 +29,7 @@ from tscore.dump.reading import read_info, read_lines, read_stacks, stack_of
 from tscore.dump.writer import RECORDS_FILE, TENSORS_FOLDER
 from tscore.errors import TscoreError
 from tscore.json_files import read_side_json
+from tscore.json_members import NotAnObjectDocument, read_members
 
 log = logging.getLogger(__name__)
 
@@ -213,11 +214,23 @@ def _tscore_item(call: str, entry: Mapping[str, Any], folder: str) -> Item:
 
 def _shape(value: Any) -> tuple[int, ...] | None:
     """Return a shape from a record: a list of whole numbers; None when the record holds anything else."""
-    if isinstance(value, list) and all(
-        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value
+    try:
+        shape = tuple(value)
+        known = _SHAPES.get(shape)  # a dump repeats a few shapes many times: checked once, shared
+    except TypeError:  # not a list, or holding a list or dict
+        return None
+    if known is not None:
+        return known
+    if not isinstance(value, list) or not all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape
     ):
-        return tuple(value)
-    return None
+        return None
+    if len(_SHAPES) < 4096:
+        _SHAPES[shape] = shape
+    return shape
+
+
+_SHAPES: dict[tuple[Any, ...], tuple[int, ...]] = {}
 
 
 def _inside(folder: str, name: Any) -> tuple[str | None, str | None]:
@@ -276,48 +289,70 @@ def _msprobe_items(
     role: str, path: tuple[str, ...], value: Any, call: str, tensors: str, out: list[Item]
 ) -> None:
     """Flatten one msprobe value (a tensor dict, a plain value dict, None, or a list of them)."""
-    joined = ".".join(path)
-    name = f"{call}.{role}" + (f".{joined}" if joined else "")
-    if value is None:
-        out.append(Item(role, joined, name, is_tensor=False, dtype="None"))
-        return
-    if isinstance(value, list):
+    if value.__class__ is list:
         for index, inner in enumerate(value):
             _msprobe_items(role, (*path, str(index)), inner, call, tensors, out)
+        return
+    joined = _joined_path(path)
+    name = f"{call}.{role}.{joined}" if joined else f"{call}.{role}"
+    if value.__class__ is dict and "Max" in value and "dtype" in value and "shape" in value:
+        out.append(_msprobe_tensor(role, joined, name, value, tensors))  # the bulk of every dump
+        return
+    if value is None:
+        out.append(Item(role, joined, name, is_tensor=False, dtype="None"))
         return
     if not isinstance(value, dict):  # JSON gives dicts: no abstract Mapping check per value
         out.append(Item(role, joined, name, is_tensor=False, dtype=type(value).__name__, value=value))
         return
     kind = str(value.get("type", ""))
-    if "dtype" in value and "shape" in value and ("Tensor" in kind or "ndarray" in kind or "Max" in value):
-        stats = (
-            _number(value.get("Max")),
-            _number(value.get("Min")),
-            _number(value.get("Mean")),
-            _number(value.get("Norm")),
-        )
-        data_name = value.get("data_name")
-        file, error = _inside(tensors, data_name) if data_name and data_name != "-1" else (None, None)
-        out.append(
-            Item(
-                role,
-                joined,
-                name,
-                True,
-                _neutral(str(value.get("dtype"))),
-                _shape(value.get("shape") or []),
-                stats if stats != (None, None, None, None) else None,
-                value.get("md5") if isinstance(value.get("md5"), str) else None,
-                file,
-                error=error,
-            )
-        )
+    if "dtype" in value and "shape" in value and ("Tensor" in kind or "ndarray" in kind):
+        out.append(_msprobe_tensor(role, joined, name, value, tensors))
         return
     if "value" in value or kind:
         out.append(Item(role, joined, name, is_tensor=False, dtype=kind or None, value=value.get("value")))
         return
     for key, inner in value.items():  # a dict argument: one item per key
         _msprobe_items(role, (*path, str(key)), inner, call, tensors, out)
+
+
+def _msprobe_tensor(role: str, path: str, name: str, value: dict[str, Any], tensors: str) -> Item:
+    """Read one tensor of an msprobe record: dtype, shape, statistics, md5 and file."""
+    stats = (
+        _number(value.get("Max")),
+        _number(value.get("Min")),
+        _number(value.get("Mean")),
+        _number(value.get("Norm")),
+    )
+    data_name = value.get("data_name")
+    file, error = _inside(tensors, data_name) if data_name and data_name != "-1" else (None, None)
+    md5 = value.get("md5")
+    return Item(
+        role,
+        path,
+        name,
+        True,
+        _neutral(str(value.get("dtype"))),
+        _shape(value.get("shape") or []),
+        stats if stats != _NO_STATS else None,
+        md5 if isinstance(md5, str) else None,
+        file,
+        None,
+        error,
+    )
+
+
+_NO_STATS = (None, None, None, None)
+_PATHS: dict[tuple[str, ...], str] = {}
+
+
+def _joined_path(path: tuple[str, ...]) -> str:
+    """Join a value's path (``("0", "1")`` gives ``"0.1"``), one string for each path a dump repeats."""
+    joined = _PATHS.get(path)
+    if joined is None:
+        joined = ".".join(path)
+        if len(_PATHS) < 4096:
+            _PATHS[path] = joined
+    return joined
 
 
 _neutral = functools.lru_cache(maxsize=256)(neutral_dtype)  # a dump spells a few dtypes many times
@@ -349,33 +384,54 @@ def _msprobe_stacks(folder: str) -> dict[str, list[str]]:
     return stacks
 
 
-def _read_msprobe(records_file: str) -> DumpSource:
-    folder = os.path.dirname(records_file)
+def _msprobe_document(records_file: str) -> tuple[Mapping[str, Any], Iterable[tuple[str, Any]], Any]:
+    """Open an msprobe ``dump.json``: its small members, its calls as they are read, what to close.
+
+    The calls are parsed a few megabytes at a time (:mod:`tscore.json_members`); a document that
+    is not laid out as msprobe's is parsed whole, for a clear error.
+    """
+    try:
+        members = read_members(records_file, "data")
+        return members.head, members, members
+    except NotAnObjectDocument:
+        pass
+    except OSError as exc:
+        raise DumpReadError(f"{records_file}: cannot be read ({exc})") from None
     document = read_side_json(records_file)
     if not isinstance(document, Mapping) or not isinstance(document.get("data"), Mapping):
         raise DumpReadError(
             f"{records_file}: not an msprobe dump.json (no 'data' object); the file may be cut short"
         )
+    return document, document["data"].items(), None
+
+
+def _read_msprobe(records_file: str) -> DumpSource:
+    folder = os.path.dirname(records_file)
+    head, records, opened = _msprobe_document(records_file)
     tensors = os.path.join(folder, MSPROBE_TENSORS)  # beside dump.json, as msprobe's compare looks
-    if not os.path.isdir(tensors) and document.get("dump_data_dir"):
-        tensors = str(document["dump_data_dir"])
+    if not os.path.isdir(tensors) and isinstance(head.get("dump_data_dir"), str):
+        tensors = str(head["dump_data_dir"])
     stacks = _msprobe_stacks(folder)
     calls: list[Call] = []
-    for label, body in document["data"].items():
-        name = parse_name(str(label))
-        if name is None or not isinstance(body, Mapping):
-            log.warning("%s: %r is not a call msprobe names; left out", records_file, label)
-            continue
-        try:
-            calls.append(_msprobe_call(name, str(label), body, len(calls), stacks, tensors))
-        except Exception as exc:
-            log.warning(
-                "%s: the record of %r could not be read and is left out: %r", records_file, label, exc
-            )
-    task = str(document.get("task", "statistics"))
+    try:
+        for label, body in records:
+            name = parse_name(str(label))
+            if name is None or not isinstance(body, Mapping):
+                log.warning("%s: %r is not a call msprobe names; left out", records_file, label)
+                continue
+            try:
+                calls.append(_msprobe_call(name, str(label), body, len(calls), stacks, tensors))
+            except Exception as exc:
+                log.warning(
+                    "%s: the record of %r could not be read and is left out: %r", records_file, label, exc
+                )
+    finally:
+        if opened is not None:
+            opened.close()
+    task = str(head.get("task", "statistics"))
     if task != "tensor" and any(i.md5 for c in calls for i in c.items):
         task = "md5"
-    framework = document.get("framework")
+    framework = head.get("framework")
     return DumpSource(
         folder,
         "msprobe",

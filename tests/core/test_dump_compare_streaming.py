@@ -1,0 +1,146 @@
+"""A dump comparison too big to keep every row: streamed to the CSV, the calls that differ kept.
+
+Beyond :data:`tscore.compare.report.KEEP_ALL_ROWS` values a side the comparison keeps the calls
+that differ (and their rows) and spools the rest; the CSV and advisor are those of a comparison
+that keeps everything, and ``iter_rows()``/``iter_calls()`` give every row and verdict back. The
+threshold and the block size are made small here so that a dump of a few hundred calls crosses
+them; the figures at 100,000 calls are ``nox -s bench_dump_compare``'s.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tscore.dump_compare import compare_dumps, row_stream
+from tscore.dump_compare.compare import compare_sources
+from tscore.dump_compare.sources import read_dump
+from tscore.dump_compare.verdicts import CallVerdict
+
+compare_module = importlib.import_module("tscore.dump_compare.compare")  # the package's compare() hides it
+CALLS = 300
+BROKEN = 120  # the call whose output differs on its own; every later call inherits it
+LABEL = f"Functional_relu_{BROKEN}_forward"  # its name in ptdbg's spelling, as verdicts give it
+
+
+def _tensor(value: float) -> dict:
+    return {
+        "type": "torch.Tensor",
+        "dtype": "torch.float32",
+        "shape": [4, 8],
+        "Max": value,
+        "Min": -value,
+        "Mean": value / 10,
+        "Norm": value * 4,
+        "requires_grad": False,
+    }
+
+
+def write_statistics_dump(folder: Path, broken: bool) -> Path:
+    """An msprobe statistics dump of a chain of relu calls; ``broken`` shifts call BROKEN's output."""
+    folder.mkdir(parents=True)
+    data = {}
+    value = 1.0
+    for index in range(CALLS):
+        before = value
+        value = before * 1.01 + (0.5 if broken and index == BROKEN else 0.0)
+        data[f"Functional.relu.{index}.forward"] = {
+            "input_args": [_tensor(before)],
+            "input_kwargs": {},
+            "output": [_tensor(value)],
+        }
+    document = {"task": "statistics", "level": "L1", "framework": "pytorch", "dump_data_dir": None}
+    (folder / "dump.json").write_text(json.dumps({**document, "data": data}, indent=1))
+    return folder
+
+
+@pytest.fixture
+def dumps(tmp_path) -> tuple[Path, Path]:
+    return (
+        write_statistics_dump(tmp_path / "npu" / "rank0", broken=True),
+        write_statistics_dump(tmp_path / "bench" / "rank0", broken=False),
+    )
+
+
+def _compare_both_ways(dumps, tmp_path, monkeypatch):
+    whole_out, streamed_out = tmp_path / "whole", tmp_path / "streamed"
+    whole_out.mkdir()
+    streamed_out.mkdir()
+    monkeypatch.setattr(compare_module, "BLOCK_CALLS", 32)
+    whole = compare_dumps(*dumps, whole_out, stack_mode=True)
+    monkeypatch.setattr(compare_module, "KEEP_ALL_ROWS", 100)
+    monkeypatch.setattr(row_stream, "MAX_FAILED_ROWS", 40)
+    streamed = compare_dumps(*dumps, streamed_out, stack_mode=True)
+    return whole, streamed
+
+
+def _file(report, prefix: str) -> str:
+    found = next(f for f in report.files if Path(f).name.startswith(prefix))
+    with open(found, encoding="utf-8", newline="") as text:  # the CSV's own line ends, \r\n
+        return text.read()
+
+
+def test_a_big_comparison_writes_the_same_files_and_keeps_the_calls_that_differ(dumps, tmp_path, monkeypatch):
+    whole, streamed = _compare_both_ways(dumps, tmp_path, monkeypatch)
+    assert whole.rows_complete and not streamed.rows_complete
+    assert len(whole.rows) == whole.total_rows == streamed.total_rows == 2 * CALLS
+    assert _file(whole, "compare_result") == _file(streamed, "compare_result")
+    assert _file(whole, "advisor") == _file(streamed, "advisor").replace(
+        f"; the report keeps {len(streamed.calls):,} of {CALLS:,} calls, iter_rows() reads all", ""
+    )
+    assert whole.first_error.target_call == streamed.first_error.target_call == LABEL
+    assert whole.counts() == streamed.counts() == {"ok": BROKEN, "own": 1, "inherited": CALLS - BROKEN - 1}
+    assert not whole.passed and not streamed.passed
+    # kept: the call with its own error, then inherited ones while their rows fit in MAX_FAILED_ROWS
+    kept = [v.target_call for v in streamed.calls]
+    assert kept[0] == LABEL and len(kept) == 1 + 40 // 2
+    assert all(v.status != "ok" for v in streamed.calls)
+    for verdict in streamed.calls:  # a kept call's rows are in the report, and they are its own
+        assert [streamed.rows[i].target_name.split(".")[2] for i in verdict.rows] == [
+            verdict.target_call.split("_")[2]
+        ] * 2
+
+
+def test_every_row_and_verdict_reads_back_in_order(dumps, tmp_path, monkeypatch):
+    whole, streamed = _compare_both_ways(dumps, tmp_path, monkeypatch)
+    assert list(streamed.iter_rows()) == whole.rows
+    assert list(streamed.iter_rows()) == list(streamed.iter_rows())  # each iteration reads the spool anew
+    strip = lambda v: (v.target_call, v.status, v.input_error, v.output_error, v.line)  # noqa: E731
+    assert [strip(v) for v in streamed.iter_calls()] == [strip(v) for v in whole.calls]
+    assert whole.csv_text(True) == streamed.csv_text(True) == _file(whole, "compare_result")
+    lines = _file(whole, "compare_result").splitlines()
+    first = whole.first_error
+    assert lines[first.line - 1].startswith(f"Functional.relu.{BROKEN}.forward.input.0,")
+
+
+def test_a_comparison_stopped_midway_leaves_no_csv(dumps, tmp_path, monkeypatch):
+    target, orig = read_dump(dumps[0]), read_dump(dumps[1])
+    monkeypatch.setattr(compare_module, "BLOCK_CALLS", 16)
+    seen = []
+
+    def judge_then_stop(*args, **kwargs) -> CallVerdict:
+        seen.append(1)
+        if len(seen) == 40:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    real = compare_module.judge_call
+    monkeypatch.setattr(compare_module, "judge_call", judge_then_stop)
+    csv_path = tmp_path / "result.csv"
+    with pytest.raises(KeyboardInterrupt):
+        compare_sources(target, orig, csv_path=str(csv_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bench", "npu"]  # no CSV, no temporary file
+
+
+def test_statistics_rows_of_a_big_dump_match_numpy(dumps, tmp_path, monkeypatch):
+    """The streamed rows carry the same numbers a direct computation gives."""
+    _, streamed = _compare_both_ways(dumps, tmp_path, monkeypatch)
+    rows = list(streamed.iter_rows())
+    outputs = [r for r in rows if r.role == "output"]
+    npu = np.array([r.target_stats[0] for r in outputs])
+    bench = np.array([r.orig_stats[0] for r in outputs])
+    np.testing.assert_allclose([r.stat_diff[0] for r in outputs], npu - bench)

@@ -1,0 +1,253 @@
+"""The rows and verdicts of a dump comparison, block by block: written out, tallied, kept or spooled.
+
+A dump of a training step has hundreds of thousands of values. The comparison
+makes its rows a block of calls at a time (:func:`tscore.dump_compare.compare.compare_sources`)
+and hands each block here: it goes to the CSV as it is made, and the report
+keeps every row only when the dumps are small (at most
+:data:`tscore.compare.report.KEEP_ALL_ROWS` values a side, the compare
+engine's rule); beyond that it keeps the calls that differ and their rows
+(at most :data:`KEPT_CALLS` calls and :data:`tscore.compare.report.MAX_FAILED_ROWS`
+rows of calls whose error is inherited), while every block goes to a
+temporary spool that :meth:`DumpCompareReport.iter_rows` reads back.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import pickle
+import tempfile
+from collections.abc import Iterator, Sequence
+from typing import IO, Any
+
+from tscore.compare.report import MAX_FAILED_ROWS
+from tscore.dump_compare.rows import Row
+from tscore.dump_compare.verdicts import CallVerdict
+from tscore.npy_files import atomic_stream
+
+KEPT_CALLS = 20_000  # beyond KEEP_ALL_ROWS: the calls that differ kept in the report, at most
+_OWN = ("own", "weights")  # a call whose error is its own: always kept (up to KEPT_CALLS)
+UNREAD = "tensor not read"  # the start of a row's message when a tensor file could not be read
+
+Block = tuple[list[Row], list[CallVerdict]]  # rows, and verdicts whose ``rows`` index into them
+
+
+def spooled_blocks(spool: IO[bytes]) -> Iterator[Block]:
+    """Yield the blocks written to a spool file, in order (each iteration reads with its own handle)."""
+    with open(spool.name, "rb") as stream:
+        while True:
+            try:
+                yield pickle.load(stream)  # our own temporary file
+            except EOFError:
+                return
+
+
+class DumpRowStream:
+    """Take the blocks of a comparison in call order: CSV lines out, counts up, rows kept or spooled."""
+
+    def __init__(self, keep_all: bool, basis: str, csv_path: str | None, stack_mode: bool) -> None:
+        self.keep_all = keep_all
+        self.basis = basis
+        self.stack_mode = stack_mode
+        self.rows: list[Row] = []
+        self.calls: list[CallVerdict] = []
+        self.call_counts: dict[str, int] = {}
+        self.total_rows = 0
+        self.total_calls = 0
+        self.unread = 0  # rows whose tensor file could not be read: the comparison cannot pass
+        self.first_own: CallVerdict | None = None
+        self.first_own_api: CallVerdict | None = None
+        self.first_failure: CallVerdict | None = None
+        self._inherited_rows = 0
+        self.spool: Any = None if keep_all else tempfile.NamedTemporaryFile(prefix="tscore-dump-rows-")
+        self._out = atomic_stream(csv_path) if csv_path else None
+        self._stream = self._out.__enter__() if self._out else None
+        if self._stream is not None:
+            self._stream.write(csv_block([], [], basis, stack_mode, header=True))
+
+    def add(self, rows: list[Row], verdicts: list[CallVerdict]) -> None:
+        """Take the next block: ``verdicts`` in call order, their ``rows`` indexes into ``rows``."""
+        if self._stream is not None:
+            self._stream.write(csv_block(rows, verdicts, self.basis, self.stack_mode))
+        self.unread += sum(1 for r in rows if r.basis == "none" and r.message.startswith(UNREAD))
+        counts = self.call_counts
+        line = self.total_rows + 2  # the CSV's header is line 1
+        for verdict in verdicts:
+            status = verdict.status
+            counts[status] = counts.get(status, 0) + 1
+            verdict.line = line if verdict.rows else None
+            line += len(verdict.rows)
+            if status in _OWN:
+                if self.first_own is None:
+                    self.first_own = verdict
+                if self.first_own_api is None and not verdict.label.startswith("Module"):
+                    self.first_own_api = verdict
+            if status in ("own", "weights", "inherited") and self.first_failure is None:
+                self.first_failure = verdict
+        if self.spool is not None:
+            pickle.dump((rows, verdicts), self.spool, protocol=pickle.HIGHEST_PROTOCOL)
+        for verdict in verdicts:
+            local = verdict.rows
+            if self.keep_all or self._keeps(verdict, rows):
+                verdict.rows = list(range(len(self.rows), len(self.rows) + len(local)))
+                self.rows.extend(rows[i] for i in local)
+                self.calls.append(verdict)
+            else:
+                verdict.rows = []
+        self.total_rows += len(rows)
+        self.total_calls += len(verdicts)
+
+    @property
+    def first_error(self) -> CallVerdict | None:
+        """The first call whose error is its own: an API's before a module's.
+
+        msprobe writes a module's record when the module starts, before the calls inside it,
+        and the API says more.
+        """
+        return self.first_own_api or self.first_own
+
+    def _keeps(self, verdict: CallVerdict, rows: list[Row]) -> bool:
+        """Say whether a report too big to keep everything keeps this call and its rows."""
+        if len(self.calls) >= KEPT_CALLS:
+            return False
+        if verdict.status in _OWN:
+            return True
+        unread = any(rows[i].message.startswith(UNREAD) for i in verdict.rows)
+        if verdict.status in ("inherited", "unpaired", "unknown") or unread:
+            if self._inherited_rows + len(verdict.rows) > MAX_FAILED_ROWS:
+                return False
+            self._inherited_rows += len(verdict.rows)
+            return True
+        return False
+
+    def finish(self) -> None:
+        """Give the CSV its name; keep the spool open for the report to read back."""
+        if self.spool is not None:
+            self.spool.flush()
+        if self._out is not None:
+            self._out.__exit__(None, None, None)
+            self._out = None
+
+    def abort(self) -> None:
+        """Drop the half-written CSV and the spool (an error or Ctrl-C stopped the comparison)."""
+        if self._out is not None:
+            stop = RuntimeError("comparison stopped")
+            self._out.__exit__(RuntimeError, stop, None)
+            self._out = None
+        if self.spool is not None:
+            self.spool.close()
+
+
+def csv_block(
+    rows: Sequence[Row], verdicts: Sequence[CallVerdict], basis: str, stack_mode: bool, header: bool = False
+) -> bytes:
+    """Render ptdbg's CSV lines of a block of calls, in call order; the stack on each call's first row.
+
+    :param header: render the header line (``rows`` and ``verdicts`` are then empty).
+    """
+    out = io.StringIO()
+    writer = csv.writer(out)
+    if header:
+        writer.writerow(columns(basis, stack_mode))
+    na = "N/A"
+    no_stats = (None,) * 4
+    tensor = basis == "tensor"
+    md5 = basis == "md5"
+    for verdict in verdicts:
+        tail = [verdict.status, verdict.module or ""]
+        for position, index in enumerate(verdict.rows):
+            row = rows[index]
+            cells: list[Any] = [
+                row.target_name or na,
+                row.orig_name or na,
+                row.target_dtype or na,
+                row.orig_dtype or na,
+                na if row.target_shape is None else _shape(row.target_shape),
+                na if row.orig_shape is None else _shape(row.orig_shape),
+            ]
+            if tensor:
+                cells += [
+                    na if v is None else v  # csv writes inf, -inf and nan as such
+                    for v in (
+                        row.cosine,
+                        row.euc_dist,
+                        row.max_abs_err,
+                        row.max_relative_err,
+                        row.one_thousandth,
+                        row.five_thousandths,
+                    )
+                ]
+            elif md5:
+                cells += [row.target_md5 or na, row.orig_md5 or na]
+            else:
+                cells += [na if v is None else v for v in (row.stat_diff or no_stats)]
+                cells += [_percent(v) for v in (row.stat_rel or no_stats)]
+            cells += [na if v is None else v for v in (row.target_stats or no_stats)]
+            cells += [na if v is None else v for v in (row.orig_stats or no_stats)]
+            cells += [row.accuracy, row.message, *tail]
+            if stack_mode:
+                cells.append("\n".join(verdict.stack) if position == 0 else "")
+            writer.writerow(cells)
+    return out.getvalue().encode("utf-8", "surrogateescape")
+
+
+_SHAPES: dict[tuple[int, ...], str] = {}
+
+
+def _shape(shape: tuple[int, ...]) -> str:
+    """Spell a shape as ptdbg does (``[8, 16]``); a dump repeats a few shapes many times."""
+    text = _SHAPES.get(shape)
+    if text is None:
+        text = str(list(shape))
+        if len(_SHAPES) < 4096:
+            _SHAPES[shape] = text
+    return text
+
+
+def _percent(value: float | None) -> str:
+    if value is None:
+        return "N/A"
+    if value == 0.0:  # most rows of two runs that agree
+        return "0%"
+    if not math.isfinite(value):
+        return "inf" if value > 0 else "nan"
+    return f"{value * 100:.6g}%"
+
+
+BASIC_COLUMNS = [
+    "NPU Name",
+    "Bench Name",
+    "NPU Tensor Dtype",
+    "Bench Tensor Dtype",
+    "NPU Tensor Shape",
+    "Bench Tensor Shape",
+]
+TENSOR_COLUMNS = [
+    "Cosine",
+    "EucDist",
+    "MaxAbsErr",
+    "MaxRelativeErr",
+    "One Thousandth Err Ratio",
+    "Five Thousandths Err Ratio",
+]
+STATISTICS_COLUMNS = [
+    "Max diff",
+    "Min diff",
+    "Mean diff",
+    "L2norm diff",
+    "MaxRelativeErr",
+    "MinRelativeErr",
+    "MeanRelativeErr",
+    "NormRelativeErr",
+]
+MD5_COLUMNS = ["NPU MD5", "BENCH MD5"]
+SUMMARY_COLUMNS = [f"{side} {stat}" for side in ("NPU", "Bench") for stat in ("max", "min", "mean", "l2norm")]
+TAIL_COLUMNS = ["Accuracy Reached or Not", "Err_message", "Verdict", "Module"]
+STACK_COLUMN = "NPU_Stack_Info"
+
+
+def columns(basis: str, stack_mode: bool) -> list[str]:
+    """Return the CSV header for a comparison's basis (``tensor``, ``md5``, ``statistics``)."""
+    middle = {"tensor": TENSOR_COLUMNS, "md5": MD5_COLUMNS}.get(basis, STATISTICS_COLUMNS)
+    return BASIC_COLUMNS + middle + SUMMARY_COLUMNS + TAIL_COLUMNS + ([STACK_COLUMN] if stack_mode else [])

@@ -1,0 +1,262 @@
+"""Reading the members of one big object of a JSON document a batch at a time, never the whole document.
+
+msprobe writes a dump as one JSON document, ``{"task": ..., "data": {call: record, ...}}``,
+whose ``data`` object grows with every call: 60 MB for 100,000 calls, which
+Python holds as about 450 MB of dicts once parsed whole. :func:`read_members`
+finds the structure of the document without parsing it (numpy over the bytes,
+a few megabytes at a time: where strings are, how deep each bracket sits) and
+then parses the big object's members a few megabytes at a time with orjson.
+Memory stays that of one batch whatever the size of the document.
+
+A document cut short (its writer was killed) gives every member that is
+whole; a member that is not JSON is left out with a warning naming the file
+and its byte offset, and the rest is read.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import mmap
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tscore.json_files import parse_json
+
+log = logging.getLogger(__name__)
+
+SCAN_BYTES = 1 << 22  # bytes looked at by numpy at a time: 4 MB, a few tens of MB of temporaries
+BATCH_BYTES = 1 << 22  # member text parsed at a time
+
+_QUOTE, _BACKSLASH, _COLON, _COMMA = 34, 92, 58, 44
+_OPENS, _CLOSES = (123, 91), (125, 93)  # { [ and } ]
+
+
+class NotAnObjectDocument(ValueError):
+    """The document is not a JSON object holding the member asked for as an object."""
+
+
+@dataclass
+class _Structure:
+    """Byte offsets of what matters in the document: the root's brackets, colons, commas; one level down."""
+
+    root_open: int = -1
+    root_close: int = -1
+    colons: list[np.ndarray] = field(default_factory=list)  # the root's own colons
+    commas: list[np.ndarray] = field(default_factory=list)  # between the root's members
+    inner_opens: list[np.ndarray] = field(default_factory=list)  # a root member's value opening
+    inner_closes: list[np.ndarray] = field(default_factory=list)
+    inner_commas: list[np.ndarray] = field(default_factory=list)  # between the members of such a value
+
+
+def _escaped_runs(
+    block: np.ndarray, data: np.ndarray, where: np.ndarray, carry: int
+) -> tuple[np.ndarray, int]:
+    """Return the indexes (into ``data``) of escaped quotes, and how many backslashes end the block.
+
+    :param block: the bytes; ``data`` the structural ones among them, at ``where``.
+    :param carry: how many backslashes ended the previous block (an odd count escapes this one's first byte).
+    """
+    at = np.flatnonzero(data == _BACKSLASH)
+    first = np.array([0]) if carry % 2 and where.size and where[0] == 0 and data[0] == _QUOTE else at[:0]
+    if at.size == 0:
+        return first, 0
+    slashes = where[at]
+    breaks = np.flatnonzero(np.diff(slashes) != 1)
+    run_starts, run_ends = np.r_[0, breaks + 1], np.r_[breaks, slashes.size - 1]  # indexes into slashes
+    lengths = slashes[run_ends] - slashes[run_starts] + 1
+    if slashes[0] == 0:
+        lengths[0] += carry
+        first = first[:0]
+    following = at[run_ends] + 1  # the structural byte after each run, if it is the very next byte
+    odd = (lengths % 2 == 1) & (following < data.size)
+    candidates = following[odd]
+    candidates = candidates[where[candidates] == slashes[run_ends][odd] + 1]
+    escaped = np.concatenate([first, candidates[data[candidates] == _QUOTE]])
+    left = int(lengths[-1]) if slashes[-1] == block.size - 1 else 0
+    return escaped, left
+
+
+_STRUCTURAL = np.zeros(256, dtype=bool)
+_STRUCTURAL[[_QUOTE, _BACKSLASH, _COLON, _COMMA, *_OPENS, *_CLOSES]] = True
+
+
+def _scan(view: np.ndarray) -> _Structure:
+    """Find the document's structure, :data:`SCAN_BYTES` at a time.
+
+    Only the bytes that can matter (quotes, backslashes, brackets, colons, commas: a fifth
+    of a dump) are looked at after the first pass.
+    """
+    found = _Structure()
+    inside, depth, carry = 0, 0, 0
+    for begin in range(0, view.size, SCAN_BYTES):
+        block = view[begin : begin + SCAN_BYTES]
+        where = np.flatnonzero(_STRUCTURAL[block])
+        data = block[where]
+        quotes = data == _QUOTE
+        escaped, carry = _escaped_runs(block, data, where, carry)
+        quotes[escaped] = False
+        strings = np.cumsum(quotes, dtype=np.int32)
+        strings += inside
+        outside = (
+            strings & 1
+        ) == 0  # a closing quote counts as outside, an opening one inside: neither matters
+        inside = int(strings[-1] & 1) if strings.size else inside
+        opens = ((data == _OPENS[0]) | (data == _OPENS[1])) & outside
+        closes = ((data == _CLOSES[0]) | (data == _CLOSES[1])) & outside
+        after = np.cumsum(opens.view(np.int8) - closes.view(np.int8), dtype=np.int32)
+        after += depth
+        depth = int(after[-1]) if after.size else depth
+        level1 = after == 1
+        level2 = after == 2
+        colons = outside & (data == _COLON)
+        commas = outside & (data == _COMMA)
+        where = where + begin
+        if found.root_open < 0:
+            first = np.flatnonzero(opens & level1)
+            if first.size:
+                found.root_open = int(where[first[0]])
+        found.colons.append(where[colons & level1])
+        found.commas.append(where[commas & level1])
+        found.inner_opens.append(where[opens & level2])
+        found.inner_closes.append(where[closes & level1])
+        found.inner_commas.append(where[commas & level2])
+        if found.root_close < 0:
+            last = np.flatnonzero(closes & (after == 0))
+            if last.size:
+                found.root_close = int(where[last[0]])
+                break  # anything after the root's end is not the document
+    return found
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.intp)
+
+
+@dataclass
+class Members:
+    """The document's small members (``head``) and the big object's members, read as they are iterated."""
+
+    path: str
+    head: dict[str, Any]
+    _text: Any  # the mapped file
+    _start: int  # first byte of the big object's members
+    _end: int  # its closing brace (or the end of the file, cut short)
+    _separators: np.ndarray  # the commas between its members
+    complete: bool = True  # False when the document was cut short
+
+    def __iter__(self) -> Iterator[tuple[str, Any]]:
+        """Yield ``(key, value)`` in document order, :data:`BATCH_BYTES` of text parsed at a time."""
+        start, seps = self._start, self._separators
+        while start < self._end:
+            at = int(np.searchsorted(seps, start + BATCH_BYTES))
+            cut = int(seps[at]) if at < seps.size else self._end
+            yield from self._parse(start, cut, seps[int(np.searchsorted(seps, start)) : at])
+            start = cut + 1
+
+    def _parse(self, start: int, end: int, inner: np.ndarray) -> Iterator[tuple[str, Any]]:
+        text = self._text[start:end]
+        if not text.strip():
+            return
+        try:
+            batch = parse_json(b"{" + text + b"}")
+        except ValueError:
+            batch = None
+        if isinstance(batch, dict):
+            yield from batch.items()
+            return
+        # a damaged member (or one cut short at the end): parse them one by one, leave out the bad ones
+        bounds = [start, *(int(s) + 1 for s in inner), end + 1]
+        for left, right in itertools.pairwise(bounds):
+            one = self._text[left : right - 1]
+            try:
+                member = parse_json(b"{" + one + b"}")
+            except ValueError as exc:
+                where = "cut short" if right - 1 >= self._end and not self.complete else "not JSON"
+                log.warning("%s: the member at byte %d is %s (%s); left out", self.path, left, where, exc)
+                continue
+            if isinstance(member, dict):
+                yield from member.items()
+
+    def close(self) -> None:
+        """Unmap the file."""
+        self._text.close()
+
+    def __enter__(self) -> Members:
+        """Use as a context manager: the file is unmapped at the end."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Unmap the file."""
+        self.close()
+
+
+def read_members(path: str, key: str) -> Members:
+    """Open the JSON object document at ``path`` and get ready to read its ``key`` object member by member.
+
+    The document's other members are parsed at once (``head``); those of ``key`` as the result is
+    iterated. Call ``close()`` when done.
+
+    :raises NotAnObjectDocument: when the document is not an object with ``key`` holding an object
+        (the caller may then parse it whole for a clear error).
+    :raises OSError: when the file cannot be read.
+    """
+    with open(path, "rb") as stream:
+        size = os.fstat(stream.fileno()).st_size
+        if size == 0:
+            raise NotAnObjectDocument(f"{path}: empty")
+        text = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        return _members(path, key, text)
+    except BaseException:
+        text.close()
+        raise
+
+
+def _members(path: str, key: str, text: Any) -> Members:
+    view = np.frombuffer(text, dtype=np.uint8)
+    found = _scan(view)
+    del view  # the mapping can be closed only once no array looks at it
+    if found.root_open < 0 or text[: found.root_open].strip():
+        raise NotAnObjectDocument(f"{path}: not a JSON object")
+    colons, commas = _joined(found.colons), _joined(found.commas)
+    opens, closes = _joined(found.inner_opens), _joined(found.inner_closes)
+    end_of_root = found.root_close if found.root_close >= 0 else len(text)
+    bounds = [found.root_open, *commas[commas < end_of_root].tolist(), end_of_root]
+    head: dict[str, Any] = {}
+    target: tuple[int, int] | None = None
+    for left, right in itertools.pairwise(bounds):
+        at = int(np.searchsorted(colons, left))
+        if at >= colons.size or colons[at] >= right:
+            continue  # nothing but blanks (an empty root) or a member cut short before its colon
+        colon = int(colons[at])
+        try:
+            name = parse_json(bytes(text[left + 1 : colon]).strip())
+        except ValueError:
+            raise NotAnObjectDocument(f"{path}: a member name at byte {left + 1} is not JSON") from None
+        if name == key:
+            value = bytes(text[colon + 1 : colon + 65]).lstrip()
+            if not value.startswith(b"{"):
+                raise NotAnObjectDocument(f"{path}: {key!r} is not an object")
+            at = int(np.searchsorted(opens, colon))
+            if at >= opens.size or opens[at] >= right:
+                raise NotAnObjectDocument(f"{path}: {key!r} is cut short")
+            inner_open = int(opens[at])
+            shut = int(np.searchsorted(closes, inner_open))
+            inner_close = int(closes[shut]) if shut < closes.size and closes[shut] <= right else right
+            target = (inner_open, inner_close)
+            continue
+        try:
+            head[str(name)] = parse_json(bytes(text[colon + 1 : right]))
+        except ValueError:
+            log.warning("%s: the member %r is not JSON; left out", path, name)
+    if target is None:
+        raise NotAnObjectDocument(f"{path}: no {key!r} object")
+    separators = _joined(found.inner_commas)
+    inside = separators[(separators > target[0]) & (separators < target[1])]
+    complete = found.root_close >= 0
+    return Members(path, head, text, target[0] + 1, target[1], inside, complete)
