@@ -181,10 +181,11 @@ def csv_block(
             elif md5:
                 cells += [row.target_md5 or na, row.orig_md5 or na]
             else:
-                cells += [na if v is None else v for v in (row.stat_diff or no_stats)]
-                cells += [_percent(v) for v in (row.stat_rel or no_stats)]
-            cells += [na if v is None else v for v in (row.target_stats or no_stats)]
-            cells += [na if v is None else v for v in (row.orig_stats or no_stats)]
+                cells += _numbers(row.stat_diff)
+                relative = row.stat_rel
+                cells += _NO_DIFFERENCE if relative == _ZEROS else [_percent(v) for v in relative or no_stats]
+            cells += _numbers(row.target_stats)
+            cells += _numbers(row.orig_stats)
             cells += [row.accuracy, row.message, *tail]
             if stack_mode:
                 cells.append("\n".join(verdict.stack) if position == 0 else "")
@@ -193,6 +194,18 @@ def csv_block(
 
 
 _SHAPES: dict[tuple[int, ...], str] = {}
+_ZEROS = [0.0, 0.0, 0.0, 0.0]
+_NO_DIFFERENCE = ["0%"] * 4
+_NONE = ["N/A"] * 4
+
+
+def _numbers(values: Sequence[float | None] | None) -> Sequence[Any]:
+    """Give four statistics as cells: ``N/A`` where one is missing (most rows have all four)."""
+    if values is None:
+        return _NONE
+    if None in values:
+        return ["N/A" if v is None else v for v in values]
+    return values
 
 
 def _shape(shape: tuple[int, ...]) -> str:

@@ -317,24 +317,27 @@ def _msprobe_items(
 
 def _msprobe_tensor(role: str, path: str, name: str, value: dict[str, Any], tensors: str) -> Item:
     """Read one tensor of an msprobe record: dtype, shape, statistics, md5 and file."""
-    stats = (
-        _number(value.get("Max")),
-        _number(value.get("Min")),
-        _number(value.get("Mean")),
-        _number(value.get("Norm")),
-    )
-    data_name = value.get("data_name")
+    get = value.get
+    high, low, mean, norm = get("Max"), get("Min"), get("Mean"), get("Norm")
+    stats: tuple[float | None, ...] | None
+    if high.__class__ is low.__class__ is mean.__class__ is norm.__class__ is float:
+        stats = (high, low, mean, norm)  # the bulk of a dump: four floats as JSON gave them
+    else:
+        stats = (_number(high), _number(low), _number(mean), _number(norm))
+        if stats == _NO_STATS:
+            stats = None
+    data_name = get("data_name")
     file, error = _inside(tensors, data_name) if data_name and data_name != "-1" else (None, None)
-    md5 = value.get("md5")
+    md5 = get("md5")
     return Item(
         role,
         path,
         name,
         True,
-        _neutral(str(value.get("dtype"))),
-        _shape(value.get("shape") or []),
-        stats if stats != _NO_STATS else None,
-        md5 if isinstance(md5, str) else None,
+        _neutral(str(get("dtype"))),
+        _shape(get("shape") or []),
+        stats,  # type: ignore[arg-type]
+        md5 if md5.__class__ is str else None,
         file,
         None,
         error,
