@@ -91,7 +91,7 @@ def write_statistics_dump(folder: str, records: int, seed: int) -> None:
         "data": data,
     }
     with open(os.path.join(folder, "dump.json"), "w", encoding="utf-8") as stream:
-        json.dump(document, stream)
+        json.dump(document, stream, indent=1)  # as msprobe writes it
     with open(os.path.join(folder, "stack.json"), "w", encoding="utf-8") as stream:
         stream.write("{}")
 
@@ -154,7 +154,13 @@ def main() -> None:
     parser.add_argument(
         "--msprobe-python", help="an interpreter with mindstudio-probe (makes the tensor dumps)"
     )
-    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument(
+        "--records",
+        type=int,
+        nargs="+",
+        default=[100_000],
+        help="calls of each statistics pair (msprobe compares those of at most 100,000)",
+    )
     parser.add_argument("--large-batch", type=int, default=64)
     parser.add_argument("--statistics-only", action="store_true", help="skip the ResNet tensor pairs")
     parser.add_argument(
@@ -183,10 +189,17 @@ def main() -> None:
                     )
                     pair.append(os.path.join(folder, "step0", "rank0"))
                 rows.append(run_pair(f"ResNet tensors, batch {batch}", *pair, args.msprobe_python, root))
-        npu, bench = os.path.join(root, "stats-npu"), os.path.join(root, "stats-bench")
-        write_statistics_dump(npu, args.records, 0)
-        write_statistics_dump(bench, args.records, 1)
-        rows.append(run_pair(f"statistics, {args.records} calls", npu, bench, args.msprobe_python, root))
+        for records in args.records:
+            npu, bench = (
+                os.path.join(root, f"stats-npu-{records}"),
+                os.path.join(root, f"stats-bench-{records}"),
+            )
+            write_statistics_dump(npu, records, 0)
+            write_statistics_dump(bench, records, 1)
+            msprobe = args.msprobe_python if records <= 100_000 else None
+            rows.append(run_pair(f"statistics, {records} calls", npu, bench, msprobe, root))
+            shutil.rmtree(npu)
+            shutil.rmtree(bench)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(

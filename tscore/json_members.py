@@ -6,7 +6,9 @@ Python holds as about 450 MB of dicts once parsed whole. :func:`read_members`
 finds the structure of the document without parsing it (numpy over the bytes,
 a few megabytes at a time: where strings are, how deep each bracket sits) and
 then parses the big object's members a few megabytes at a time with orjson.
-Memory stays that of one batch whatever the size of the document.
+Memory stays that of one batch whatever the size of the document; the file is read
+with ``os.pread``, never mapped, and :meth:`Members.values_at` reads a member again
+from where :meth:`Members.with_spans` found it.
 
 A document cut short (its writer was killed) gives every member that is
 whole; a member that is not JSON is left out with a warning naming the file
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import mmap
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -38,6 +39,27 @@ _OPENS, _CLOSES = (123, 91), (125, 93)  # { [ and } ]
 
 class NotAnObjectDocument(ValueError):
     """The document is not a JSON object holding the member asked for as an object."""
+
+
+class FileText:
+    """A file's bytes by slice, read with ``os.pread`` when asked: nothing mapped, nothing kept."""
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        self.size = os.fstat(self.fd).st_size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, where: slice) -> bytes:
+        start, stop, _ = where.indices(self.size)
+        return os.pread(self.fd, max(stop - start, 0), start) if stop > start else b""
+
+    def close(self) -> None:
+        """Close the file (again: nothing happens)."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
 @dataclass
@@ -85,7 +107,7 @@ _STRUCTURAL = np.zeros(256, dtype=bool)
 _STRUCTURAL[[_QUOTE, _BACKSLASH, _COLON, _COMMA, *_OPENS, *_CLOSES]] = True
 
 
-def _scan(view: np.ndarray) -> _Structure:
+def _scan(text: FileText) -> _Structure:
     """Find the document's structure, :data:`SCAN_BYTES` at a time.
 
     Only the bytes that can matter (quotes, backslashes, brackets, colons, commas: a fifth
@@ -93,8 +115,8 @@ def _scan(view: np.ndarray) -> _Structure:
     """
     found = _Structure()
     inside, depth, carry = 0, 0, 0
-    for begin in range(0, view.size, SCAN_BYTES):
-        block = view[begin : begin + SCAN_BYTES]
+    for begin in range(0, len(text), SCAN_BYTES):
+        block = np.frombuffer(text[begin : begin + SCAN_BYTES], dtype=np.uint8)
         where = np.flatnonzero(_STRUCTURAL[block])
         data = block[where]
         quotes = data == _QUOTE
@@ -137,13 +159,16 @@ def _joined(parts: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty(0, dtype=np.intp)
 
 
+Span = tuple[int, int]  # a member's bytes in the file: from its key's quote to before its comma
+
+
 @dataclass
 class Members:
     """The document's small members (``head``) and the big object's members, read as they are iterated."""
 
     path: str
     head: dict[str, Any]
-    _text: Any  # the mapped file
+    _text: FileText
     _start: int  # first byte of the big object's members
     _end: int  # its closing brace (or the end of the file, cut short)
     _separators: np.ndarray  # the commas between its members
@@ -151,6 +176,11 @@ class Members:
 
     def __iter__(self) -> Iterator[tuple[str, Any]]:
         """Yield ``(key, value)`` in document order, :data:`BATCH_BYTES` of text parsed at a time."""
+        for key, value, _ in self.with_spans():
+            yield key, value
+
+    def with_spans(self) -> Iterator[tuple[str, Any, Span]]:
+        """Yield ``(key, value, span)`` in document order; :meth:`values_at` reads a span again later."""
         start, seps = self._start, self._separators
         while start < self._end:
             at = int(np.searchsorted(seps, start + BATCH_BYTES))
@@ -158,40 +188,68 @@ class Members:
             yield from self._parse(start, cut, seps[int(np.searchsorted(seps, start)) : at])
             start = cut + 1
 
-    def _parse(self, start: int, end: int, inner: np.ndarray) -> Iterator[tuple[str, Any]]:
+    def _parse(self, start: int, end: int, inner: np.ndarray) -> Iterator[tuple[str, Any, Span]]:
         text = self._text[start:end]
-        if not text.strip():
-            return
+        bounds = [start, *(int(s) + 1 for s in inner), end + 1]
+        spans = list(itertools.pairwise(bounds))
         try:
             batch = parse_json(b"{" + text + b"}")
         except ValueError:
             batch = None
-        if isinstance(batch, dict):
-            yield from batch.items()
+        if isinstance(batch, dict) and len(batch) == len(spans):
+            for (key, value), (left, right) in zip(batch.items(), spans, strict=True):
+                yield key, value, (left, right - 1)
             return
-        # a damaged member (or one cut short at the end): parse them one by one, leave out the bad ones
-        bounds = [start, *(int(s) + 1 for s in inner), end + 1]
-        for left, right in itertools.pairwise(bounds):
-            one = self._text[left : right - 1]
+        if not text.strip():
+            return
+        # a damaged member (one cut short at the end, a key twice): one by one, leaving out the bad ones
+        for left, right in spans:
             try:
-                member = parse_json(b"{" + one + b"}")
+                member = parse_json(b"{" + self._text[left : right - 1] + b"}")
             except ValueError as exc:
                 where = "cut short" if right - 1 >= self._end and not self.complete else "not JSON"
                 log.warning("%s: the member at byte %d is %s (%s); left out", self.path, left, where, exc)
                 continue
             if isinstance(member, dict):
-                yield from member.items()
+                for key, value in member.items():
+                    yield key, value, (left, right - 1)
+
+    def values_at(self, spans: list[Span]) -> list[Any]:
+        """Parse the members at ``spans`` again (given by :meth:`with_spans`); their values in that order.
+
+        Spans that follow each other in the file are read and parsed together.
+        """
+        order = sorted(range(len(spans)), key=lambda i: spans[i][0])
+        values: list[Any] = [None] * len(spans)
+        run: list[int] = []
+        for index in [*order, -1]:
+            if run and (index < 0 or spans[index][0] != spans[run[-1]][1] + 1):
+                self._parse_run([spans[i] for i in run], run, values)
+                run = []
+            if index >= 0:
+                run.append(index)
+        return values
+
+    def _parse_run(self, spans: list[Span], slots: list[int], values: list[Any]) -> None:
+        batch = parse_json(b"{" + self._text[spans[0][0] : spans[-1][1]] + b"}")
+        if isinstance(batch, dict) and len(batch) == len(spans):
+            for slot, value in zip(slots, batch.values(), strict=True):
+                values[slot] = value
+            return
+        for slot, (left, right) in zip(slots, spans, strict=True):  # a key twice: one at a time
+            member = parse_json(b"{" + self._text[left:right] + b"}")
+            values[slot] = next(iter(member.values())) if isinstance(member, dict) and member else None
 
     def close(self) -> None:
-        """Unmap the file."""
+        """Close the file."""
         self._text.close()
 
     def __enter__(self) -> Members:
-        """Use as a context manager: the file is unmapped at the end."""
+        """Use as a context manager: the file is closed at the end."""
         return self
 
     def __exit__(self, *exc: object) -> None:
-        """Unmap the file."""
+        """Close the file."""
         self.close()
 
 
@@ -199,28 +257,24 @@ def read_members(path: str, key: str) -> Members:
     """Open the JSON object document at ``path`` and get ready to read its ``key`` object member by member.
 
     The document's other members are parsed at once (``head``); those of ``key`` as the result is
-    iterated. Call ``close()`` when done.
+    iterated. Call ``close()`` when done (or use it as a context manager).
 
     :raises NotAnObjectDocument: when the document is not an object with ``key`` holding an object
         (the caller may then parse it whole for a clear error).
     :raises OSError: when the file cannot be read.
     """
-    with open(path, "rb") as stream:
-        size = os.fstat(stream.fileno()).st_size
-        if size == 0:
-            raise NotAnObjectDocument(f"{path}: empty")
-        text = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
+    text = FileText(path)
     try:
+        if len(text) == 0:
+            raise NotAnObjectDocument(f"{path}: empty")
         return _members(path, key, text)
     except BaseException:
         text.close()
         raise
 
 
-def _members(path: str, key: str, text: Any) -> Members:
-    view = np.frombuffer(text, dtype=np.uint8)
-    found = _scan(view)
-    del view  # the mapping can be closed only once no array looks at it
+def _members(path: str, key: str, text: FileText) -> Members:
+    found = _scan(text)
     if found.root_open < 0 or text[: found.root_open].strip():
         raise NotAnObjectDocument(f"{path}: not a JSON object")
     colons, commas = _joined(found.colons), _joined(found.commas)

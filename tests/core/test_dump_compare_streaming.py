@@ -1,6 +1,6 @@
 """A dump comparison too big to keep every row: streamed to the CSV, the calls that differ kept.
 
-Beyond :data:`tscore.compare.report.KEEP_ALL_ROWS` values a side the comparison keeps the calls
+Beyond :data:`tscore.compare.report.KEEP_ALL_ROWS` rows the comparison keeps the calls
 that differ (and their rows) and spools the rest; the CSV and advisor are those of a comparison
 that keeps everything, and ``iter_rows()``/``iter_calls()`` give every row and verdict back. The
 threshold and the block size are made small here so that a dump of a few hundred calls crosses
@@ -40,12 +40,19 @@ def _tensor(value: float) -> dict:
     }
 
 
-def write_statistics_dump(folder: Path, broken: bool) -> Path:
-    """An msprobe statistics dump of a chain of relu calls; ``broken`` shifts call BROKEN's output."""
+def write_statistics_dump(folder: Path, broken: bool, extra_at: int | None = None) -> Path:
+    """An msprobe statistics dump of a chain of relu calls; ``broken`` shifts call BROKEN's output.
+
+    ``extra_at``: one more relu call there, on a tensor of another shape, which renumbers every later one.
+    """
     folder.mkdir(parents=True)
     data = {}
     value = 1.0
-    for index in range(CALLS):
+    for index in range(CALLS + (extra_at is not None)):
+        if index == extra_at:
+            extra = {**_tensor(7.0), "shape": [2, 2]}
+            data[f"Functional.relu.{index}.forward"] = {"input_args": [extra], "output": [extra]}
+            continue
         before = value
         value = before * 1.01 + (0.5 if broken and index == BROKEN else 0.0)
         data[f"Functional.relu.{index}.forward"] = {
@@ -72,7 +79,7 @@ def _compare_both_ways(dumps, tmp_path, monkeypatch):
     streamed_out.mkdir()
     monkeypatch.setattr(compare_module, "BLOCK_CALLS", 32)
     whole = compare_dumps(*dumps, whole_out, stack_mode=True)
-    monkeypatch.setattr(compare_module, "KEEP_ALL_ROWS", 100)
+    monkeypatch.setattr(row_stream, "KEEP_ALL_ROWS", 100)
     monkeypatch.setattr(row_stream, "MAX_FAILED_ROWS", 40)
     streamed = compare_dumps(*dumps, streamed_out, stack_mode=True)
     return whole, streamed
@@ -144,3 +151,22 @@ def test_statistics_rows_of_a_big_dump_match_numpy(dumps, tmp_path, monkeypatch)
     npu = np.array([r.target_stats[0] for r in outputs])
     bench = np.array([r.orig_stats[0] for r in outputs])
     np.testing.assert_allclose([r.stat_diff[0] for r in outputs], npu - bench)
+
+
+def test_values_read_on_demand_give_what_reading_them_at_once_gives(tmp_path, monkeypatch):
+    """compare_dumps reads an msprobe dump's values a block at a time; one extra call still aligns."""
+    target = write_statistics_dump(tmp_path / "npu" / "rank0", broken=True, extra_at=200)
+    orig = write_statistics_dump(tmp_path / "bench" / "rank0", broken=False)
+    monkeypatch.setattr(compare_module, "BLOCK_CALLS", 32)
+    lazy = read_dump(target, lazy=True)
+    assert sum(not c.inputs for c in lazy.calls) > CALLS - 40  # only the first calls hold their values
+    lazy.close()
+    at_once = compare_sources(read_dump(target), read_dump(orig), csv_path=str(tmp_path / "at_once.csv"))
+    out = tmp_path / "out"
+    out.mkdir()
+    on_demand = compare_dumps(target, orig, out)
+    assert on_demand.counts() == at_once.counts()
+    assert on_demand.counts()["unpaired"] == 1 and on_demand.first_error.target_call == LABEL
+    assert _file(on_demand, "compare_result") == (tmp_path / "at_once.csv").read_bytes().decode()
+    extra = next(v for v in on_demand.calls if v.status == "unpaired")
+    assert extra.target_call == "Functional_relu_200_forward" and extra.how == "unpaired"

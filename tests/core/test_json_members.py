@@ -31,7 +31,12 @@ _VALUES = st.recursive(
 
 def _read(path, key="data"):
     with read_members(str(path), key) as members:
-        return members.head, list(members), members.complete
+        found = list(members.with_spans())
+        # each member reads again from its span, alone, in runs of neighbours, in any order
+        spans = [span for _, _, span in found]
+        assert members.values_at(spans[::-1]) == [value for _, value, _ in found][::-1]
+        assert members.values_at(spans[::2]) == [value for _, value, _ in found][::2]
+        return members.head, [(key, value) for key, value, _ in found], members.complete
 
 
 @pytest.fixture

@@ -19,7 +19,6 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from tscore.compare.report import KEEP_ALL_ROWS
 from tscore.dump_compare.pairing import CallPair, pair_calls, pair_items
 from tscore.dump_compare.report import DumpCompareReport
 from tscore.dump_compare.row_stream import DumpRowStream
@@ -99,9 +98,14 @@ def compare_sources(
     began = time.perf_counter()
     use_tensors = target.has_tensors and orig.has_tensors
     basis = "tensor" if use_tensors else ("md5" if target.task == orig.task == "md5" else "statistics")
+    if [c.label for c in target.calls] != [c.label for c in orig.calls]:
+        for source in (target, orig):  # pairing by alignment weighs the input shapes of every call
+            for start in range(0, len(source.calls), BLOCK_CALLS):
+                chunk = source.calls[start : start + BLOCK_CALLS]
+                source.load(chunk)
+                source.release(chunk)
     pairs = pair_calls(target.calls, orig.calls, api_map)
-    values_a_side = max(sum(len(c.inputs) + len(c.outputs) for c in s.calls) for s in (target, orig))
-    stream = DumpRowStream(values_a_side <= KEEP_ALL_ROWS, basis, csv_path, stack_mode)
+    stream = DumpRowStream(basis, csv_path, stack_mode)
     forward_errors: dict[tuple[str, str, str, int], float | None] = {}  # what each forward call saw and made
 
     def one(value: tuple[Any, Any]) -> Row:
@@ -113,6 +117,8 @@ def compare_sources(
     try:
         for start in range(0, len(pairs), BLOCK_CALLS):
             block = pairs[start : start + BLOCK_CALLS]
+            for source, side in ((target, "target"), (orig, "orig")):
+                source.load([call for pair in block if (call := getattr(pair, side)) is not None])
             values: list[tuple[Any, Any]] = []
             spans = []
             for pair in block:
@@ -125,6 +131,8 @@ def compare_sources(
             for pair, indexes in zip(block, spans, strict=True):
                 verdicts.append(_judge(pair, rows, list(indexes), tolerance, forward_errors))
             stream.add(rows, verdicts)
+            for source, side in ((target, "target"), (orig, "orig")):
+                source.release([call for pair in block if (call := getattr(pair, side)) is not None])
         stream.finish()
     except BaseException:
         stream.abort()
@@ -215,21 +223,29 @@ def compare_dumps(
     if out_folder is not None and not os.path.isdir(out_folder):
         raise TargetPathError(f"output_path {out_folder!r} is not an existing folder; create it first")
     with _no_cyclic_gc():
-        target = read_dump(_dump_folder(os.fspath(target_path), "target"), target_data_dir)
-        orig = read_dump(_dump_folder(os.fspath(orig_path), "orig"), orig_data_dir)
+        target = read_dump(_dump_folder(os.fspath(target_path), "target"), target_data_dir, lazy=True)
+        try:
+            orig = read_dump(_dump_folder(os.fspath(orig_path), "orig"), orig_data_dir, lazy=True)
+        except BaseException:
+            target.close()
+            raise
         stamp = time.strftime("%Y%m%d%H%M%S")
         csv_path = (
             None if out_folder is None else os.path.join(out_folder, f"compare_result{suffix}_{stamp}.csv")
         )
-        report = compare_sources(
-            target,
-            orig,
-            tolerance=tolerance,
-            api_map=api_map,
-            kernel=kernel,
-            csv_path=csv_path,
-            stack_mode=stack_mode,
-        )
+        try:
+            report = compare_sources(
+                target,
+                orig,
+                tolerance=tolerance,
+                api_map=api_map,
+                kernel=kernel,
+                csv_path=csv_path,
+                stack_mode=stack_mode,
+            )
+        finally:
+            target.close()
+            orig.close()
     if out_folder is not None and auto_analyze:
         advisor = os.path.join(out_folder, f"advisor{suffix}_{stamp}.txt")
         report.write_advisor(advisor)

@@ -45,7 +45,10 @@ def _kind(call: Call, api_map: Mapping[str, str]) -> tuple[str, str, str]:
 
 
 def _signature(call: Call, api_map: Mapping[str, str]) -> Hashable:
-    shapes = tuple(item.shape for item in call.inputs if item.is_tensor)
+    if call.shapes is not None and not call.inputs:  # values read on demand, and let go
+        shapes = call.shapes
+    else:
+        shapes = tuple(item.shape for item in call.inputs if item.is_tensor)
     return (*_kind(call, api_map), shapes)
 
 

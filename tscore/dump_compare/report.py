@@ -3,7 +3,7 @@
 :class:`DumpCompareReport` carries the rows (one per pair of values), the
 calls' verdicts in execution order and the first call with an error of its
 own, so that a picture of it needs nothing else; beyond
-:data:`tscore.compare.report.KEEP_ALL_ROWS` values a side it keeps the calls
+:data:`tscore.compare.report.KEEP_ALL_ROWS` rows it keeps the calls
 that differ and reads every row back with :meth:`~DumpCompareReport.iter_rows`
 (:mod:`tscore.dump_compare.row_stream`). The CSV keeps ptdbg's and msprobe's
 column names (``NPU Name``, ``Cosine``, ``MaxAbsErr``, ``Accuracy Reached or

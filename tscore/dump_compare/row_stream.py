@@ -4,7 +4,7 @@ A dump of a training step has hundreds of thousands of values. The comparison
 makes its rows a block of calls at a time (:func:`tscore.dump_compare.compare.compare_sources`)
 and hands each block here: it goes to the CSV as it is made, and the report
 keeps every row only when the dumps are small (at most
-:data:`tscore.compare.report.KEEP_ALL_ROWS` values a side, the compare
+:data:`tscore.compare.report.KEEP_ALL_ROWS` rows, the compare
 engine's rule); beyond that it keeps the calls that differ and their rows
 (at most :data:`KEPT_CALLS` calls and :data:`tscore.compare.report.MAX_FAILED_ROWS`
 rows of calls whose error is inherited), while every block goes to a
@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
-from tscore.compare.report import MAX_FAILED_ROWS
+from tscore.compare.report import KEEP_ALL_ROWS, MAX_FAILED_ROWS
 from tscore.dump_compare.rows import Row
 from tscore.dump_compare.verdicts import CallVerdict
 from tscore.npy_files import atomic_stream
@@ -46,8 +46,8 @@ def spooled_blocks(spool: IO[bytes]) -> Iterator[Block]:
 class DumpRowStream:
     """Take the blocks of a comparison in call order: CSV lines out, counts up, rows kept or spooled."""
 
-    def __init__(self, keep_all: bool, basis: str, csv_path: str | None, stack_mode: bool) -> None:
-        self.keep_all = keep_all
+    def __init__(self, basis: str, csv_path: str | None, stack_mode: bool) -> None:
+        self.keep_all = True  # until the rows pass KEEP_ALL_ROWS
         self.basis = basis
         self.stack_mode = stack_mode
         self.rows: list[Row] = []
@@ -60,7 +60,7 @@ class DumpRowStream:
         self.first_own_api: CallVerdict | None = None
         self.first_failure: CallVerdict | None = None
         self._inherited_rows = 0
-        self.spool: Any = None if keep_all else tempfile.NamedTemporaryFile(prefix="tscore-dump-rows-")
+        self.spool: Any = None
         self._out = atomic_stream(csv_path) if csv_path else None
         self._stream = self._out.__enter__() if self._out else None
         if self._stream is not None:
@@ -97,6 +97,24 @@ class DumpRowStream:
                 verdict.rows = []
         self.total_rows += len(rows)
         self.total_calls += len(verdicts)
+        if self.keep_all and self.total_rows > KEEP_ALL_ROWS:
+            self._stop_keeping_all()
+
+    def _stop_keeping_all(self) -> None:
+        """Spool what is kept so far as one block; keep only the calls that differ from now on."""
+        self.keep_all = False
+        self.spool = tempfile.NamedTemporaryFile(prefix="tscore-dump-rows-")
+        pickle.dump((self.rows, self.calls), self.spool, protocol=pickle.HIGHEST_PROTOCOL)
+        rows, calls = self.rows, self.calls
+        self.rows, self.calls = [], []
+        for verdict in calls:
+            if self._keeps(verdict, rows):
+                self.calls.append(verdict)
+                kept = verdict.rows
+                verdict.rows = list(range(len(self.rows), len(self.rows) + len(kept)))
+                self.rows.extend(rows[i] for i in kept)
+            else:
+                verdict.rows = []
 
     @property
     def first_error(self) -> CallVerdict | None:

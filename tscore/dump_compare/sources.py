@@ -19,7 +19,7 @@ import functools
 import logging
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +29,7 @@ from tscore.dump.reading import read_info, read_lines, read_stacks, stack_of
 from tscore.dump.writer import RECORDS_FILE, TENSORS_FOLDER
 from tscore.errors import TscoreError
 from tscore.json_files import read_side_json
-from tscore.json_members import NotAnObjectDocument, read_members
+from tscore.json_members import Members, NotAnObjectDocument, read_members
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,9 @@ class Call:
     key: str | None = None  # tscore's provenance key
     stack: list[str] = field(default_factory=list)
     label: str = ""  # the call's name in ptdbg's spelling (msprobe's for module calls), set from name
+    span: tuple[int, int] | None = None  # where its record is, when its values are read on demand
+    shapes: tuple[Any, ...] | None = None  # its tensor inputs' shapes, kept when its values are not
+    record: str | None = None  # the record's own name, when its values are read on demand
 
     def __post_init__(self) -> None:
         """Spell the name once: pairing reads it for every call."""
@@ -104,6 +107,29 @@ class DumpSource:
     task: str  # "tensor" when tensor files are present for its records, else "statistics" or "md5"
     rank: int | None = None
     framework: str | None = None
+    # fills the values of calls read on demand (their ``span`` set); None when every call holds them
+    loader: Callable[[Sequence[Call]], None] | None = None
+    closer: Callable[[], None] | None = None
+
+    def load(self, calls: Sequence[Call]) -> None:
+        """Read the values of ``calls`` (of this dump) that are read on demand."""
+        if self.loader is not None:
+            self.loader([c for c in calls if c.span is not None])
+
+    def release(self, calls: Sequence[Call]) -> None:
+        """Drop the values of ``calls`` read on demand, keeping their input shapes for pairing."""
+        if self.loader is None:
+            return
+        for call in calls:
+            if call.span is not None:
+                call.shapes = tuple(item.shape for item in call.inputs if item.is_tensor)
+                call.inputs, call.outputs = [], []
+
+    def close(self) -> None:
+        """Close the records file a dump read on demand keeps open."""
+        if self.closer is not None:
+            self.closer()
+            self.closer = None
 
     @property
     def label(self) -> str:
@@ -154,11 +180,13 @@ def detect(path: str) -> tuple[str, str]:
     )
 
 
-def read_dump(path: str | os.PathLike[str], data_dir: str | None = None) -> DumpSource:
+def read_dump(path: str | os.PathLike[str], data_dir: str | None = None, *, lazy: bool = False) -> DumpSource:
     """Read the dump at ``path`` (a folder of one step and rank, or its records file), any format.
 
     :param data_dir: for a ptdbg ``.pkl``, the folder of its ``.npy`` files when it is not the
         folder beside the ``.pkl`` named after it (ptdbg's ``npu_dump_data_dir``).
+    :param lazy: read an msprobe dump's values only when asked (``source.load(calls)``), so that
+        memory holds the calls' names, not their values; ``source.close()`` at the end.
     :raises DumpReadError: naming the path when no dump is there or its records cannot be read.
     """
     kind, records = detect(os.fspath(path))
@@ -166,7 +194,7 @@ def read_dump(path: str | os.PathLike[str], data_dir: str | None = None) -> Dump
         if kind == "ptdbg":
             source = _read_ptdbg(records, data_dir)
         else:
-            source = _read_tscore(records) if kind == "tscore" else _read_msprobe(records)
+            source = _read_tscore(records) if kind == "tscore" else _read_msprobe(records, lazy)
     except DumpReadError:
         raise
     except Exception as exc:
@@ -408,7 +436,7 @@ def _msprobe_document(records_file: str) -> tuple[Mapping[str, Any], Iterable[tu
     return document, document["data"].items(), None
 
 
-def _read_msprobe(records_file: str) -> DumpSource:
+def _read_msprobe(records_file: str, lazy: bool = False) -> DumpSource:
     folder = os.path.dirname(records_file)
     head, records, opened = _msprobe_document(records_file)
     tensors = os.path.join(folder, MSPROBE_TENSORS)  # beside dump.json, as msprobe's compare looks
@@ -416,26 +444,32 @@ def _read_msprobe(records_file: str) -> DumpSource:
         tensors = str(head["dump_data_dir"])
     stacks = _msprobe_stacks(folder)
     calls: list[Call] = []
+    md5 = False
     try:
-        for label, body in records:
+        spans = opened.with_spans() if opened is not None else ((k, v, None) for k, v in records)
+        for label, body, span in spans:
             name = parse_name(str(label))
             if name is None or not isinstance(body, Mapping):
                 log.warning("%s: %r is not a call msprobe names; left out", records_file, label)
                 continue
-            try:
-                calls.append(_msprobe_call(name, str(label), body, len(calls), stacks, tensors))
-            except Exception as exc:
-                log.warning(
-                    "%s: the record of %r could not be read and is left out: %r", records_file, label, exc
-                )
-    finally:
+            call = Call(name, len(calls), stack=stacks.get(label, _NO_STACK))
+            if name.prefix == MODULE_PREFIX:
+                call.module = name.api.rpartition(".")[0]
+            if lazy and span is not None and len(calls) >= _READ_AT_ONCE:
+                call.span, call.record = span, str(label)  # its values are read when compared
+                calls.append(call)
+            elif _fill_msprobe_call(call, str(label), body, tensors, records_file):
+                md5 = md5 or any(item.md5 for item in call.items)  # md5 summaries: the first calls say
+                calls.append(call)
+    except BaseException:
         if opened is not None:
             opened.close()
+        raise
     task = str(head.get("task", "statistics"))
-    if task != "tensor" and any(i.md5 for c in calls for i in c.items):
+    if task != "tensor" and md5:
         task = "md5"
     framework = head.get("framework")
-    return DumpSource(
+    source = DumpSource(
         folder,
         "msprobe",
         calls,
@@ -443,37 +477,58 @@ def _read_msprobe(records_file: str) -> DumpSource:
         rank=_rank_of(folder),
         framework=framework if isinstance(framework, str) else None,
     )
+    if opened is not None and any(c.span is not None for c in calls):
+        source.loader = functools.partial(_load_msprobe, opened, tensors, records_file)
+        source.closer = opened.close
+    elif opened is not None:
+        opened.close()
+    return source
 
 
-def _msprobe_call(
-    name: CallName,
-    label: str,
-    body: Mapping[str, Any],
-    order: int,
-    stacks: dict[str, list[str]],
-    tensors: str,
-) -> Call:
-    """Read one call of an msprobe ``dump.json``."""
-    call = Call(name, order, stack=stacks.get(label, []))
-    if name.prefix == MODULE_PREFIX:
-        call.module = name.api.rpartition(".")[0]
+_NO_STACK: list[str] = []  # shared by every call with no stack: never changed
+_READ_AT_ONCE = 32  # a dump read on demand still reads its first calls' values: what its summaries hold
+
+
+def _load_msprobe(members: Members, tensors: str, records_file: str, calls: Sequence[Call]) -> None:
+    """Read again the records of ``calls`` (read on demand) and give them their values."""
+    wanted = [c for c in calls if not c.inputs and not c.outputs and c.record is not None]
+    if not wanted:
+        return
+    try:
+        bodies = members.values_at([c.span for c in wanted])  # type: ignore[misc]
+    except ValueError as exc:  # the file changed since it was read
+        raise DumpReadError(f"{records_file}: changed while it was compared ({exc})") from None
+    for call, body in zip(wanted, bodies, strict=True):
+        if isinstance(body, Mapping):
+            _fill_msprobe_call(call, call.record or "", body, tensors, records_file)
+
+
+def _fill_msprobe_call(
+    call: Call, label: str, body: Mapping[str, Any], tensors: str, records_file: str
+) -> bool:
+    """Read the values of one call of an msprobe ``dump.json``; False (logged) when its record is bad."""
     inputs: list[Item] = []
     outputs: list[Item] = []
-    for key, value in body.items():
-        if key in ("input_args", "input"):
-            _msprobe_items("input", (), value, label, tensors, inputs)
-        elif key == "input_kwargs" and isinstance(value, Mapping):
-            for kwarg, inner in value.items():
-                _msprobe_items("input", (str(kwarg),), inner, label, tensors, inputs)
-        elif key == "output":
-            _msprobe_items("output", (), value, label, tensors, outputs)
-        elif key == "parameters" and isinstance(value, Mapping):  # a module's own (L0, mix)
-            for param, inner in value.items():
-                _msprobe_items("input", ("parameters", str(param)), inner, label, tensors, inputs)
-        elif name.direction == "parameters_grad":  # {"weight": [grad], "bias": [grad]}
-            _msprobe_items("output", (str(key),), value, label, tensors, outputs)
+    try:
+        for key, value in body.items():
+            if key in ("input_args", "input"):
+                _msprobe_items("input", (), value, label, tensors, inputs)
+            elif key == "input_kwargs" and isinstance(value, Mapping):
+                for kwarg, inner in value.items():
+                    _msprobe_items("input", (str(kwarg),), inner, label, tensors, inputs)
+            elif key == "output":
+                _msprobe_items("output", (), value, label, tensors, outputs)
+            elif key == "parameters" and isinstance(value, Mapping):  # a module's own (L0, mix)
+                for param, inner in value.items():
+                    _msprobe_items("input", ("parameters", str(param)), inner, label, tensors, inputs)
+            elif call.name.direction == "parameters_grad":  # {"weight": [grad], "bias": [grad]}
+                _msprobe_items("output", (str(key),), value, label, tensors, outputs)
+    except Exception as exc:
+        log.warning("%s: the record of %r could not be read and is left out: %r", records_file, label, exc)
+        return False
     call.inputs, call.outputs = inputs, outputs
-    return call.settle()
+    call.settle()
+    return True
 
 
 # ---------------------------------------------------------------- ptdbg_ascend
