@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 SCAN_BYTES = 1 << 22  # bytes looked at by numpy at a time: 4 MB, a few tens of MB of temporaries
 BATCH_BYTES = 1 << 22  # member text parsed at a time
 
+_TAIL_BYTES = 1 << 16  # what is looked at after the document's end, and after the big object's
 _QUOTE, _BACKSLASH, _COLON, _COMMA = 34, 92, 58, 44
 _OPENS, _CLOSES = (123, 91), (125, 93)  # { [ and } ]
 
@@ -310,6 +311,11 @@ def _members(path: str, key: str, text: FileText) -> Members:
             log.warning("%s: the member %r is not JSON; left out", path, name)
     if target is None:
         raise NotAnObjectDocument(f"{path}: no {key!r} object")
+    if found.root_close >= 0 and text[found.root_close + 1 : found.root_close + 1 + _TAIL_BYTES].strip():
+        raise NotAnObjectDocument(f"{path}: something follows the document's end (a bracket too many?)")
+    after = text[target[1] + 1 : target[1] + 1 + _TAIL_BYTES].lstrip()[:1]
+    if target[1] < len(text) and after not in (b",", b"}", b""):
+        raise NotAnObjectDocument(f"{path}: {key!r} ends where it cannot (a bracket too many?)")
     separators = _joined(found.inner_commas)
     inside = separators[(separators > target[0]) & (separators < target[1])]
     complete = found.root_close >= 0

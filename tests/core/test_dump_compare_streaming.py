@@ -170,3 +170,32 @@ def test_values_read_on_demand_give_what_reading_them_at_once_gives(tmp_path, mo
     assert _file(on_demand, "compare_result") == (tmp_path / "at_once.csv").read_bytes().decode()
     extra = next(v for v in on_demand.calls if v.status == "unpaired")
     assert extra.target_call == "Functional_relu_200_forward" and extra.how == "unpaired"
+
+
+def test_a_big_report_copied_pickled_or_rebuilt_says_where_its_rows_are(dumps, tmp_path, monkeypatch):
+    import copy
+    import pickle
+
+    _, streamed = _compare_both_ways(dumps, tmp_path, monkeypatch)
+    copied = copy.deepcopy(streamed)
+    assert list(copied.iter_rows()) == list(streamed.iter_rows())  # the same spool
+    for elsewhere in (
+        pickle.loads(pickle.dumps(streamed)),
+        type(streamed).model_validate_json(streamed.model_dump_json()),
+    ):
+        assert elsewhere.counts() == streamed.counts() and not elsewhere.passed
+        assert elsewhere._spool is None, type(elsewhere._spool)
+        assert "the CSV holds all" in elsewhere.summary()
+        with pytest.raises(ValueError, match="every row is in its CSV file"):
+            list(elsewhere.iter_rows())
+
+
+def test_a_damaged_dump_json_is_a_clear_error_not_a_silent_misreading(tmp_path):
+    from tscore.dump_compare.sources import DumpReadError
+
+    folder = write_statistics_dump(tmp_path / "rank0", broken=False)
+    text = (folder / "dump.json").read_text()
+    assert "\n  },\n" in text
+    (folder / "dump.json").write_text(text.replace("\n  },\n", "\n  }},\n", 1))  # one bracket too many
+    with pytest.raises(DumpReadError, match=r"dump\.json"):
+        read_dump(folder)

@@ -95,7 +95,19 @@ def test_a_damaged_member_is_left_out_and_the_rest_read(tmp_path, caplog):
 
 
 @pytest.mark.parametrize(
-    "text", ["", "[1, 2]", '{"task": 1}', '{"data": [1]}', '{"data": 3}', "  x{", '{"data": {"a": 1}'[:9]]
+    "text",
+    [
+        "",
+        "[1, 2]",
+        '{"task": 1}',
+        '{"data": [1]}',
+        '{"data": 3}',
+        "  x{",
+        '{"data": {"a": 1}'[:9],
+        '{"data": {"a": {"x": 1}}}, "b": {"y": 2}, "level": 1}',  # a bracket too many
+        '{"task": 1, "data": {"a": 1}} trailing',
+        '{"data": {"a": 1} "b": 2}',
+    ],
 )
 def test_what_is_not_an_object_with_that_object_is_refused(tmp_path, text):
     path = tmp_path / "dump.json"

@@ -105,7 +105,6 @@ def compare_sources(
                 source.load(chunk)
                 source.release(chunk)
     pairs = pair_calls(target.calls, orig.calls, api_map)
-    stream = DumpRowStream(basis, csv_path, stack_mode)
     forward_errors: dict[tuple[str, str, str, int], float | None] = {}  # what each forward call saw and made
 
     def one(value: tuple[Any, Any]) -> Row:
@@ -114,6 +113,7 @@ def compare_sources(
     # reading a tensor file and the compare kernel (numba, numpy) release the GIL: threads overlap
     threads = use_tensors and workers != 1
     pool = cf.ThreadPoolExecutor(max_workers=workers or min(4, os.cpu_count() or 1)) if threads else None
+    stream = DumpRowStream(basis, csv_path, stack_mode)
     try:
         for start in range(0, len(pairs), BLOCK_CALLS):
             block = pairs[start : start + BLOCK_CALLS]
@@ -134,8 +134,8 @@ def compare_sources(
             for source, side in ((target, "target"), (orig, "orig")):
                 source.release([call for pair in block if (call := getattr(pair, side)) is not None])
         stream.finish()
-    except BaseException:
-        stream.abort()
+    except BaseException as exc:
+        stream.abort(exc)
         raise
     finally:
         if pool is not None:

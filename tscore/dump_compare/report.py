@@ -13,12 +13,11 @@ Not`` ...) and adds tscore's verdict and the module path.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr
+from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
 
 from tscore.dump.recorder import OUTSIDE
-from tscore.dump_compare.row_stream import Block, columns, csv_block, spooled_blocks
+from tscore.dump_compare.row_stream import UNREAD, Block, Spool, columns, csv_block
 from tscore.dump_compare.rows import Row
 from tscore.dump_compare.verdicts import CallVerdict
 from tscore.npy_files import atomic_stream, write_atomic
@@ -48,7 +47,7 @@ class DumpCompareReport(BaseModel):
     first_failure: CallVerdict | None = None  # the first paired call whose outputs differ, for any reason
     seconds: float = 0.0
     files: list[str] = []  # what was written: the CSV, the advisor
-    _spool: Any = PrivateAttr(default=None)  # every block of rows and verdicts, when not complete
+    _spool: Spool | None = PrivateAttr(default=None)  # every block of rows and verdicts, when not complete
 
     @property
     def passed(self) -> bool:
@@ -65,12 +64,34 @@ class DumpCompareReport(BaseModel):
         """How many calls got each verdict."""
         return dict(self.call_counts)
 
+    @model_validator(mode="after")
+    def _count_calls(self) -> DumpCompareReport:
+        """Count what a report built by hand (or read from older JSON) holds but does not count."""
+        if self.rows_complete and self.calls and not self.call_counts:
+            for verdict in self.calls:
+                self.call_counts[verdict.status] = self.call_counts.get(verdict.status, 0) + 1
+            self.total_rows, self.total_calls = len(self.rows), len(self.calls)
+            self.unread_tensors = sum(r.basis == "none" and r.message.startswith(UNREAD) for r in self.rows)
+            differ = ("own", "weights", "inherited")
+            self.first_failure = next((v for v in self.calls if v.status in differ), None)
+        return self
+
     def blocks(self) -> Iterator[Block]:
-        """Yield every row and verdict, a block of calls at a time (the verdicts' rows index the block's)."""
-        if self.rows_complete or self._spool is None:
+        """Yield every row and verdict, a block of calls at a time (the verdicts' rows index the block's).
+
+        :raises ValueError: for a report that keeps part of its rows and came from elsewhere (JSON,
+            another process): the rest is in its CSV file.
+        """
+        if self.rows_complete:
             yield self.rows, self.calls
             return
-        yield from spooled_blocks(self._spool)
+        if self._spool is None:
+            raise ValueError(
+                f"this report keeps {len(self.calls):,} of {self.total_calls:,} calls and was made in "
+                "another process or read from JSON: every row is in its CSV file "
+                f"({', '.join(self.files) or 'none written'})"
+            )
+        yield from self._spool.blocks()
 
     def iter_rows(self) -> Iterator[Row]:
         """Yield every row in call order, kept in the report or not."""
@@ -88,9 +109,8 @@ class DumpCompareReport(BaseModel):
         first = self.first_error
         tally = ", ".join(f"{n} {status}" for status, n in sorted(self.counts().items()))
         if not self.rows_complete:
-            tally += (
-                f"; the report keeps {len(self.calls):,} of {self.total_calls:,} calls, iter_rows() reads all"
-            )
+            tally += f"; the report keeps {len(self.calls):,} of {self.total_calls:,} calls"
+            tally += ", iter_rows() reads all" if self._spool is not None else ", the CSV holds all"
         if first is None:
             failing = self.first_failure
             if failing is None:

@@ -33,14 +33,43 @@ UNREAD = "tensor not read"  # the start of a row's message when a tensor file co
 Block = tuple[list[Row], list[CallVerdict]]  # rows, and verdicts whose ``rows`` index into them
 
 
-def spooled_blocks(spool: IO[bytes]) -> Iterator[Block]:
-    """Yield the blocks written to a spool file, in order (each iteration reads with its own handle)."""
-    with open(spool.name, "rb") as stream:
-        while True:
-            try:
-                yield pickle.load(stream)  # our own temporary file
-            except EOFError:
-                return
+class Spool:
+    """A temporary file of pickled blocks, removed when closed or collected; local to this process.
+
+    A report that is copied keeps the same spool; one that is pickled (sent to another process)
+    arrives without it.
+    """
+
+    def __init__(self) -> None:
+        self.file: IO[bytes] = tempfile.NamedTemporaryFile(prefix="tscore-dump-rows-")
+
+    def add(self, block: Block) -> None:
+        """Append one block."""
+        pickle.dump(block, self.file, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def blocks(self) -> Iterator[Block]:
+        """Yield the blocks written, in order (each iteration reads with its own handle)."""
+        self.file.flush()
+        with open(self.file.name, "rb") as stream:
+            while True:
+                try:
+                    yield pickle.load(stream)  # our own temporary file
+                except EOFError:
+                    return
+
+    def close(self) -> None:
+        """Remove the file."""
+        self.file.close()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Spool:
+        return self
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return _no_spool, ()
+
+
+def _no_spool() -> None:
+    return None
 
 
 class DumpRowStream:
@@ -60,7 +89,7 @@ class DumpRowStream:
         self.first_own_api: CallVerdict | None = None
         self.first_failure: CallVerdict | None = None
         self._inherited_rows = 0
-        self.spool: Any = None
+        self.spool: Spool | None = None
         self._out = atomic_stream(csv_path) if csv_path else None
         self._stream = self._out.__enter__() if self._out else None
         if self._stream is not None:
@@ -86,7 +115,7 @@ class DumpRowStream:
             if status in ("own", "weights", "inherited") and self.first_failure is None:
                 self.first_failure = verdict
         if self.spool is not None:
-            pickle.dump((rows, verdicts), self.spool, protocol=pickle.HIGHEST_PROTOCOL)
+            self.spool.add((rows, verdicts))
         for verdict in verdicts:
             local = verdict.rows
             if self.keep_all or self._keeps(verdict, rows):
@@ -103,8 +132,8 @@ class DumpRowStream:
     def _stop_keeping_all(self) -> None:
         """Spool what is kept so far as one block; keep only the calls that differ from now on."""
         self.keep_all = False
-        self.spool = tempfile.NamedTemporaryFile(prefix="tscore-dump-rows-")
-        pickle.dump((self.rows, self.calls), self.spool, protocol=pickle.HIGHEST_PROTOCOL)
+        self.spool = Spool()
+        self.spool.add((self.rows, self.calls))
         rows, calls = self.rows, self.calls
         self.rows, self.calls = [], []
         for verdict in calls:
@@ -127,6 +156,8 @@ class DumpRowStream:
 
     def _keeps(self, verdict: CallVerdict, rows: list[Row]) -> bool:
         """Say whether a report too big to keep everything keeps this call and its rows."""
+        if verdict is self.first_own or verdict is self.first_own_api or verdict is self.first_failure:
+            return True  # what the summary and the advisor name, with its rows
         if len(self.calls) >= KEPT_CALLS:
             return False
         if verdict.status in _OWN:
@@ -140,21 +171,21 @@ class DumpRowStream:
         return False
 
     def finish(self) -> None:
-        """Give the CSV its name; keep the spool open for the report to read back."""
-        if self.spool is not None:
-            self.spool.flush()
+        """Give the CSV its name; keep the spool for the report to read back."""
         if self._out is not None:
-            self._out.__exit__(None, None, None)
-            self._out = None
+            out, self._out = self._out, None
+            out.__exit__(None, None, None)
 
-    def abort(self) -> None:
-        """Drop the half-written CSV and the spool (an error or Ctrl-C stopped the comparison)."""
-        if self._out is not None:
-            stop = RuntimeError("comparison stopped")
-            self._out.__exit__(RuntimeError, stop, None)
-            self._out = None
+    def abort(self, error: BaseException) -> None:
+        """Drop the half-written CSV and the spool (``error`` stopped the comparison).
+
+        :raises TargetPathError: naming the CSV, when ``error`` is the disk failing to take it.
+        """
         if self.spool is not None:
             self.spool.close()
+        if self._out is not None:
+            out, self._out = self._out, None
+            out.__exit__(type(error), error, error.__traceback__)
 
 
 def csv_block(

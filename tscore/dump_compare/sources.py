@@ -439,13 +439,13 @@ def _msprobe_document(records_file: str) -> tuple[Mapping[str, Any], Iterable[tu
 def _read_msprobe(records_file: str, lazy: bool = False) -> DumpSource:
     folder = os.path.dirname(records_file)
     head, records, opened = _msprobe_document(records_file)
-    tensors = os.path.join(folder, MSPROBE_TENSORS)  # beside dump.json, as msprobe's compare looks
-    if not os.path.isdir(tensors) and isinstance(head.get("dump_data_dir"), str):
-        tensors = str(head["dump_data_dir"])
-    stacks = _msprobe_stacks(folder)
     calls: list[Call] = []
     md5 = False
     try:
+        tensors = os.path.join(folder, MSPROBE_TENSORS)  # beside dump.json, as msprobe's compare looks
+        if not os.path.isdir(tensors) and isinstance(head.get("dump_data_dir"), str):
+            tensors = str(head["dump_data_dir"])
+        stacks = _msprobe_stacks(folder)
         spans = opened.with_spans() if opened is not None else ((k, v, None) for k, v in records)
         for label, body, span in spans:
             name = parse_name(str(label))
