@@ -199,3 +199,24 @@ def test_a_damaged_dump_json_is_a_clear_error_not_a_silent_misreading(tmp_path):
     (folder / "dump.json").write_text(text.replace("\n  },\n", "\n  }},\n", 1))  # one bracket too many
     with pytest.raises(DumpReadError, match=r"dump\.json"):
         read_dump(folder)
+
+
+@pytest.mark.parametrize("tensors", [True, False], ids=["tensors", "statistics"])
+def test_a_tscore_dump_read_on_demand_gives_what_reading_it_at_once_gives(tmp_path, monkeypatch, tensors):
+    from tests.core.test_dump_compare_verdicts import chain, values, write_dump
+
+    base = values(81)
+    changed = [v * 1.5 if n >= 50 else v for n, v in enumerate(base)]  # call 49's own error, then inherited
+    target = write_dump(tmp_path / "npu" / "rank0", chain(changed), tensors)
+    orig = write_dump(tmp_path / "bench" / "rank0", chain(base), tensors)
+    monkeypatch.setattr(compare_module, "BLOCK_CALLS", 16)
+    lazy = read_dump(target, lazy=True)
+    assert sum(not c.inputs for c in lazy.calls) == 80 - 32  # beyond the first calls, names only
+    lazy.close()
+    at_once = compare_sources(read_dump(target), read_dump(orig), csv_path=str(tmp_path / "at_once.csv"))
+    out = tmp_path / "out"
+    out.mkdir()
+    on_demand = compare_dumps(target, orig, out)
+    assert on_demand.counts() == at_once.counts() == {"ok": 49, "own": 1, "inherited": 30}
+    assert on_demand.rows == at_once.rows
+    assert _file(on_demand, "compare_result") == (tmp_path / "at_once.csv").read_bytes().decode()

@@ -47,14 +47,26 @@ def read_lines(file: str) -> Iterator[Any]:
     A line cut short by a crash, or damaged in any way (not JSON, nested too
     deep, a bare number), is skipped with a note: the rest is read.
     """
+    for value, _ in read_lines_at(file):
+        yield value
+
+
+def read_lines_at(file: str) -> Iterator[tuple[Any, tuple[int, int]]]:
+    """Yield each value of a JSON-lines file, as :func:`read_lines` does, with its line's (offset, length).
+
+    :func:`parse_line` reads such a line again.
+    """
     if not os.path.exists(file):
         return
+    offset = 0
     with open(file, "rb") as stream:
         for number, line in enumerate(stream, 1):
+            at = offset
+            offset += len(line)
             if not line.strip():
                 continue
             try:
-                found = parse_json(line)
+                found = parse_line(line)
             except ValueError:  # JSONDecodeError, UnicodeDecodeError
                 log.warning(
                     "%s: line %d is incomplete (the run stopped while writing it); skipped", file, number
@@ -63,7 +75,16 @@ def read_lines(file: str) -> Iterator[Any]:
             if not isinstance(found, (dict, list)):
                 log.warning("%s: line %d is not a record; skipped", file, number)
                 continue
-            yield _with_numbers(found) if b'"inf"' in line or b'"nan"' in line or b'"-inf"' in line else found
+            yield found, (at, len(line))
+
+
+def parse_line(line: bytes) -> Any:
+    """Parse one line of a dump's records; numbers the writer spelled as strings (``"inf"``) as floats.
+
+    :raises ValueError: when the line is not JSON.
+    """
+    found = parse_json(line)
+    return _with_numbers(found) if b'"inf"' in line or b'"nan"' in line or b'"-inf"' in line else found
 
 
 _NOT_FINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}

@@ -25,11 +25,11 @@ from typing import Any
 
 from tscore.dtypes import neutral_dtype
 from tscore.dump.names import MODULE_PREFIX, CallName, parse_name
-from tscore.dump.reading import read_info, read_lines, read_stacks, stack_of
+from tscore.dump.reading import parse_line, read_info, read_lines, read_lines_at, read_stacks, stack_of
 from tscore.dump.writer import RECORDS_FILE, TENSORS_FOLDER
 from tscore.errors import TscoreError
 from tscore.json_files import read_side_json
-from tscore.json_members import Members, NotAnObjectDocument, read_members
+from tscore.json_members import FileText, Members, NotAnObjectDocument, read_members
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +185,7 @@ def read_dump(path: str | os.PathLike[str], data_dir: str | None = None, *, lazy
 
     :param data_dir: for a ptdbg ``.pkl``, the folder of its ``.npy`` files when it is not the
         folder beside the ``.pkl`` named after it (ptdbg's ``npu_dump_data_dir``).
-    :param lazy: read an msprobe dump's values only when asked (``source.load(calls)``), so that
+    :param lazy: read a tscore or msprobe dump's values only when asked (``source.load(calls)``), so that
         memory holds the calls' names, not their values; ``source.close()`` at the end.
     :raises DumpReadError: naming the path when no dump is there or its records cannot be read.
     """
@@ -194,7 +194,7 @@ def read_dump(path: str | os.PathLike[str], data_dir: str | None = None, *, lazy
         if kind == "ptdbg":
             source = _read_ptdbg(records, data_dir)
         else:
-            source = _read_tscore(records) if kind == "tscore" else _read_msprobe(records, lazy)
+            source = _read_tscore(records, lazy) if kind == "tscore" else _read_msprobe(records, lazy)
     except DumpReadError:
         raise
     except Exception as exc:
@@ -274,22 +274,23 @@ def _inside(folder: str, name: Any) -> tuple[str | None, str | None]:
     return path, None
 
 
-def _read_tscore(records_file: str) -> DumpSource:
+def _read_tscore(records_file: str, lazy: bool = False) -> DumpSource:
     folder = os.path.dirname(records_file)
     stacks = read_stacks(folder)
     calls: list[Call] = []
-    for record in read_lines(records_file):
+    for record, span in read_lines_at(records_file):
         try:
             name = CallName(record["prefix"], record["api"], int(record["index"]), record["direction"])
-            label = str(record["name"])
             call = Call(name, len(calls), module=record.get("module"), key=record.get("key"))
-            call.inputs = [_tscore_item(label, e, folder) for e in record.get("inputs", ())]
-            call.outputs = [_tscore_item(label, e, folder) for e in record.get("outputs", ())]
             call.stack = stack_of(record, stacks)
+            if lazy and len(calls) >= _READ_AT_ONCE:
+                call.span, call.record = span, str(record["name"])  # its values are read when compared
+            else:
+                _fill_tscore_call(call, str(record["name"]), record, folder)
         except Exception as exc:
             log.warning("%s: a record could not be read and is left out: %r", records_file, exc)
             continue
-        calls.append(call.settle())
+        calls.append(call)
     info = read_info(folder)
     found = info.get("config")
     config: dict[str, Any] = found if isinstance(found, dict) else {}
@@ -300,7 +301,7 @@ def _read_tscore(records_file: str) -> DumpSource:
         task = "statistics"
     recorded = info.get("recorded_frameworks") or list(info.get("frameworks") or {})[:1]
     rank = info.get("rank", _rank_of(folder))
-    return DumpSource(
+    source = DumpSource(
         folder,
         "tscore",
         calls,
@@ -308,6 +309,44 @@ def _read_tscore(records_file: str) -> DumpSource:
         rank=rank if isinstance(rank, int) else _rank_of(folder),
         framework=" + ".join(str(f) for f in recorded) if isinstance(recorded, list) and recorded else None,
     )
+    if any(c.record is not None for c in calls):
+        text = FileText(records_file)
+        source.loader = functools.partial(_load_tscore, text, folder, records_file)
+        source.closer = text.close
+    return source
+
+
+def _fill_tscore_call(call: Call, label: str, record: Mapping[str, Any], folder: str) -> None:
+    """Read the values of one record of a tscore dump."""
+    call.inputs = [_tscore_item(label, e, folder) for e in record.get("inputs", ())]
+    call.outputs = [_tscore_item(label, e, folder) for e in record.get("outputs", ())]
+    call.settle()
+
+
+def _load_tscore(text: FileText, folder: str, records_file: str, calls: Sequence[Call]) -> None:
+    """Read again the lines of ``calls`` (read on demand) and give them their values."""
+    wanted = sorted((c for c in calls if c.record is not None and not c.inputs and not c.outputs), key=_at)
+    start = 0
+    while start < len(wanted):  # lines that follow each other are read in one go
+        end = start + 1
+        while end < len(wanted) and _at(wanted[end]) == sum(wanted[end - 1].span or (0, 0)):
+            end += 1
+        begin, last = _at(wanted[start]), wanted[end - 1].span
+        assert last is not None
+        run = text[begin : last[0] + last[1]]
+        for call in wanted[start:end]:
+            at, length = call.span or (0, 0)
+            try:
+                _fill_tscore_call(
+                    call, call.record or "", parse_line(run[at - begin : at - begin + length]), folder
+                )
+            except Exception as exc:  # the file changed since it was read
+                log.warning("%s: the record of %s cannot be read again: %r", records_file, call.record, exc)
+        start = end
+
+
+def _at(call: Call) -> int:
+    return call.span[0] if call.span is not None else -1
 
 
 # ---------------------------------------------------------------- msprobe
