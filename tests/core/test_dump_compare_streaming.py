@@ -220,3 +220,23 @@ def test_a_tscore_dump_read_on_demand_gives_what_reading_it_at_once_gives(tmp_pa
     assert on_demand.counts() == at_once.counts() == {"ok": 49, "own": 1, "inherited": 30}
     assert on_demand.rows == at_once.rows
     assert _file(on_demand, "compare_result") == (tmp_path / "at_once.csv").read_bytes().decode()
+
+
+def test_runs_that_made_the_same_calls_are_compared_in_step_holding_no_call_list(
+    dumps, tmp_path, monkeypatch
+):
+    def no_whole_reading(*args, **kwargs):
+        raise AssertionError("read_dump holds every call: not needed when the names agree")
+
+    monkeypatch.setattr(compare_module, "read_dump", no_whole_reading)
+    monkeypatch.setattr(compare_module, "BLOCK_CALLS", 32)
+    out = tmp_path / "out"
+    out.mkdir()
+    in_step = compare_dumps(*dumps, out)
+    assert in_step.first_error.target_call == LABEL
+    assert in_step.counts() == {"ok": BROKEN, "own": 1, "inherited": CALLS - BROKEN - 1}
+    monkeypatch.undo()
+    compare_sources(
+        read_dump(dumps[0]), read_dump(dumps[1]), csv_path=str(tmp_path / "at_once.csv")
+    )
+    assert _file(in_step, "compare_result") == (tmp_path / "at_once.csv").read_bytes().decode()

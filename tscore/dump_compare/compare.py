@@ -12,6 +12,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import gc
+import itertools
 import logging
 import os
 import re
@@ -24,6 +25,7 @@ from tscore.dump_compare.report import DumpCompareReport
 from tscore.dump_compare.row_stream import DumpRowStream
 from tscore.dump_compare.rows import Row, compare_items, statistics_errors
 from tscore.dump_compare.sources import DumpReadError, DumpSource, read_dump
+from tscore.dump_compare.streams import DumpStream, names_agree, stream_dump
 from tscore.dump_compare.verdicts import CallVerdict, judge_call
 from tscore.errors import TargetPathError
 from tscore.npy_files import write_atomic
@@ -96,8 +98,6 @@ def compare_sources(
         the end); ``stack_mode`` adds the stack column.
     """
     began = time.perf_counter()
-    use_tensors = target.has_tensors and orig.has_tensors
-    basis = "tensor" if use_tensors else ("md5" if target.task == orig.task == "md5" else "statistics")
     if [c.label for c in target.calls] != [c.label for c in orig.calls]:
         for source in (target, orig):  # pairing by alignment weighs the input shapes of every call
             for start in range(0, len(source.calls), BLOCK_CALLS):
@@ -105,6 +105,78 @@ def compare_sources(
                 source.load(chunk)
                 source.release(chunk)
     pairs = pair_calls(target.calls, orig.calls, api_map)
+
+    def blocks() -> Iterator[list[CallPair]]:
+        for start in range(0, len(pairs), BLOCK_CALLS):
+            block = pairs[start : start + BLOCK_CALLS]
+            for source, side in ((target, "target"), (orig, "orig")):
+                source.load([call for pair in block if (call := getattr(pair, side)) is not None])
+            yield block
+            for source, side in ((target, "target"), (orig, "orig")):
+                source.release([call for pair in block if (call := getattr(pair, side)) is not None])
+
+    report = _compare_blocks(
+        target, orig, blocks(), csv_path, stack_mode, tolerance=tolerance, kernel=kernel, workers=workers
+    )
+    report.seconds = time.perf_counter() - began
+    return report
+
+
+def compare_streams(
+    target: DumpStream,
+    orig: DumpStream,
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+    kernel: str | None = None,
+    workers: int | None = None,
+    csv_path: str | None = None,
+    stack_mode: bool = False,
+) -> DumpCompareReport:
+    """Compare two dumps whose calls have the same names in the same order, in step, a block at a time.
+
+    Nothing is held but the block being compared (:mod:`tscore.dump_compare.streams`).
+    """
+    began = time.perf_counter()
+    mine, theirs = target.calls(), orig.calls()
+
+    def blocks() -> Iterator[list[CallPair]]:
+        while True:
+            block = [
+                CallPair(a, b, "name")
+                for a, b in zip(itertools.islice(mine, BLOCK_CALLS), theirs, strict=False)
+            ]
+            if not block:
+                return
+            yield block
+
+    report = _compare_blocks(
+        target.source,
+        orig.source,
+        blocks(),
+        csv_path,
+        stack_mode,
+        tolerance=tolerance,
+        kernel=kernel,
+        workers=workers,
+    )
+    report.seconds = time.perf_counter() - began
+    return report
+
+
+def _compare_blocks(
+    target: DumpSource,
+    orig: DumpSource,
+    blocks: Iterator[list[CallPair]],
+    csv_path: str | None,
+    stack_mode: bool,
+    *,
+    tolerance: float,
+    kernel: str | None,
+    workers: int | None,
+) -> DumpCompareReport:
+    """Compare, judge and write out the pairs of calls block by block; the report of it all."""
+    use_tensors = target.has_tensors and orig.has_tensors
+    basis = "tensor" if use_tensors else ("md5" if target.task == orig.task == "md5" else "statistics")
     forward_errors: dict[tuple[str, str, str, int], float | None] = {}  # what each forward call saw and made
 
     def one(value: tuple[Any, Any]) -> Row:
@@ -115,10 +187,7 @@ def compare_sources(
     pool = cf.ThreadPoolExecutor(max_workers=workers or min(4, os.cpu_count() or 1)) if threads else None
     stream = DumpRowStream(basis, csv_path, stack_mode)
     try:
-        for start in range(0, len(pairs), BLOCK_CALLS):
-            block = pairs[start : start + BLOCK_CALLS]
-            for source, side in ((target, "target"), (orig, "orig")):
-                source.load([call for pair in block if (call := getattr(pair, side)) is not None])
+        for block in blocks:
             values: list[tuple[Any, Any]] = []
             spans = []
             for pair in block:
@@ -131,8 +200,6 @@ def compare_sources(
             for pair, indexes in zip(block, spans, strict=True):
                 verdicts.append(_judge(pair, rows, list(indexes), tolerance, forward_errors))
             stream.add(rows, verdicts)
-            for source, side in ((target, "target"), (orig, "orig")):
-                source.release([call for pair in block if (call := getattr(pair, side)) is not None])
         stream.finish()
     except BaseException as exc:
         stream.abort(exc)
@@ -162,7 +229,6 @@ def compare_sources(
         files=[csv_path] if csv_path else [],
     )
     report._spool = stream.spool
-    report.seconds = time.perf_counter() - began
     return report
 
 
@@ -178,7 +244,7 @@ def _judge(
     assert call is not None
     side = "target" if pair.target is not None else "orig"  # numbers of the two runs are not one count
     identity = (side, call.name.prefix, call.name.api, call.name.index)
-    saved = forward_errors.get(identity) if call.name.direction == "backward" else None
+    saved = forward_errors.pop(identity, None) if call.name.direction == "backward" else None
     verdict = judge_call(pair, rows, indexes, tolerance, saved_error=saved)
     if call.name.direction == "forward":
         known = [e for e in (verdict.input_error, verdict.output_error) if e is not None]
@@ -222,30 +288,27 @@ def compare_dumps(
     out_folder = None if output_path is None else os.fspath(output_path)
     if out_folder is not None and not os.path.isdir(out_folder):
         raise TargetPathError(f"output_path {out_folder!r} is not an existing folder; create it first")
-    with _no_cyclic_gc():
-        target = read_dump(_dump_folder(os.fspath(target_path), "target"), target_data_dir, lazy=True)
-        try:
-            orig = read_dump(_dump_folder(os.fspath(orig_path), "orig"), orig_data_dir, lazy=True)
-        except BaseException:
-            target.close()
-            raise
-        stamp = time.strftime("%Y%m%d%H%M%S")
-        csv_path = (
-            None if out_folder is None else os.path.join(out_folder, f"compare_result{suffix}_{stamp}.csv")
-        )
-        try:
-            report = compare_sources(
-                target,
-                orig,
-                tolerance=tolerance,
-                api_map=api_map,
-                kernel=kernel,
-                csv_path=csv_path,
-                stack_mode=stack_mode,
-            )
-        finally:
-            target.close()
-            orig.close()
+    stamp = time.strftime("%Y%m%d%H%M%S")
+    csv_path = None if out_folder is None else os.path.join(out_folder, f"compare_result{suffix}_{stamp}.csv")
+    options: dict[str, Any] = {"tolerance": tolerance, "kernel": kernel, "csv_path": csv_path}
+    target_folder = _dump_folder(os.fspath(target_path), "target")
+    orig_folder = _dump_folder(os.fspath(orig_path), "orig")
+    with _no_cyclic_gc(), contextlib.ExitStack() as opened:
+        streams = []
+        if target_data_dir is None and orig_data_dir is None:
+            for folder in (target_folder, orig_folder):
+                found = stream_dump(folder)
+                if found is not None:
+                    opened.callback(found.close)
+                    streams.append(found)
+        if len(streams) == 2 and names_agree(*streams):  # the same calls: compared in step, nothing held
+            report = compare_streams(*streams, stack_mode=stack_mode, **options)
+        else:
+            target = read_dump(target_folder, target_data_dir, lazy=True)
+            opened.callback(target.close)
+            orig = read_dump(orig_folder, orig_data_dir, lazy=True)
+            opened.callback(orig.close)
+            report = compare_sources(target, orig, api_map=api_map, stack_mode=stack_mode, **options)
     if out_folder is not None and auto_analyze:
         advisor = os.path.join(out_folder, f"advisor{suffix}_{stamp}.txt")
         report.write_advisor(advisor)

@@ -291,6 +291,16 @@ def _read_tscore(records_file: str, lazy: bool = False) -> DumpSource:
             log.warning("%s: a record could not be read and is left out: %r", records_file, exc)
             continue
         calls.append(call)
+    source = tscore_source(folder, calls)
+    if any(c.record is not None for c in calls):
+        text = FileText(records_file)
+        source.loader = functools.partial(_load_tscore, text, folder, records_file)
+        source.closer = text.close
+    return source
+
+
+def tscore_source(folder: str, calls: list[Call]) -> DumpSource:
+    """Describe a tscore dump folder (task, rank, frameworks, from ``dump_info.json``) holding ``calls``."""
     info = read_info(folder)
     found = info.get("config")
     config: dict[str, Any] = found if isinstance(found, dict) else {}
@@ -301,7 +311,7 @@ def _read_tscore(records_file: str, lazy: bool = False) -> DumpSource:
         task = "statistics"
     recorded = info.get("recorded_frameworks") or list(info.get("frameworks") or {})[:1]
     rank = info.get("rank", _rank_of(folder))
-    source = DumpSource(
+    return DumpSource(
         folder,
         "tscore",
         calls,
@@ -309,11 +319,6 @@ def _read_tscore(records_file: str, lazy: bool = False) -> DumpSource:
         rank=rank if isinstance(rank, int) else _rank_of(folder),
         framework=" + ".join(str(f) for f in recorded) if isinstance(recorded, list) and recorded else None,
     )
-    if any(c.record is not None for c in calls):
-        text = FileText(records_file)
-        source.loader = functools.partial(_load_tscore, text, folder, records_file)
-        source.closer = text.close
-    return source
 
 
 def _fill_tscore_call(call: Call, label: str, record: Mapping[str, Any], folder: str) -> None:
@@ -481,9 +486,7 @@ def _read_msprobe(records_file: str, lazy: bool = False) -> DumpSource:
     calls: list[Call] = []
     md5 = False
     try:
-        tensors = os.path.join(folder, MSPROBE_TENSORS)  # beside dump.json, as msprobe's compare looks
-        if not os.path.isdir(tensors) and isinstance(head.get("dump_data_dir"), str):
-            tensors = str(head["dump_data_dir"])
+        tensors = msprobe_tensors(folder, head)
         stacks = _msprobe_stacks(folder)
         spans = opened.with_spans() if opened is not None else ((k, v, None) for k, v in records)
         for label, body, span in spans:
@@ -504,11 +507,25 @@ def _read_msprobe(records_file: str, lazy: bool = False) -> DumpSource:
         if opened is not None:
             opened.close()
         raise
+    source = msprobe_source(folder, head, calls, md5)
+    if opened is not None and any(c.span is not None for c in calls):
+        source.loader = functools.partial(_load_msprobe, opened, tensors, records_file)
+        source.closer = opened.close
+    elif opened is not None:
+        opened.close()
+    return source
+
+
+def msprobe_source(folder: str, head: Mapping[str, Any], calls: list[Call], md5: bool) -> DumpSource:
+    """Describe an msprobe dump folder (task, rank, framework, from ``dump.json``'s head) holding ``calls``.
+
+    :param md5: its first calls hold md5 (CRC32) summaries instead of statistics.
+    """
     task = str(head.get("task", "statistics"))
     if task != "tensor" and md5:
         task = "md5"
     framework = head.get("framework")
-    source = DumpSource(
+    return DumpSource(
         folder,
         "msprobe",
         calls,
@@ -516,12 +533,14 @@ def _read_msprobe(records_file: str, lazy: bool = False) -> DumpSource:
         rank=_rank_of(folder),
         framework=framework if isinstance(framework, str) else None,
     )
-    if opened is not None and any(c.span is not None for c in calls):
-        source.loader = functools.partial(_load_msprobe, opened, tensors, records_file)
-        source.closer = opened.close
-    elif opened is not None:
-        opened.close()
-    return source
+
+
+def msprobe_tensors(folder: str, head: Mapping[str, Any]) -> str:
+    """Return the folder of an msprobe dump's tensor files: beside ``dump.json``, where msprobe looks."""
+    tensors = os.path.join(folder, MSPROBE_TENSORS)
+    if not os.path.isdir(tensors) and isinstance(head.get("dump_data_dir"), str):
+        tensors = str(head["dump_data_dir"])
+    return tensors
 
 
 _NO_STACK: list[str] = []  # shared by every call with no stack: never changed

@@ -1,0 +1,135 @@
+"""Two dumps read call by call in step, when both runs made the same calls: nothing held but a block.
+
+When the two runs' call names agree, one after the other (the usual case:
+the same script on two devices or frameworks), no pairing is needed and
+nothing about the calls has to be kept: :func:`stream_dump` reads a tscore
+``dump.jsonl`` or msprobe ``dump.json`` twice, first its names only (to check
+that they agree), then its calls with their values, a block at a time, for
+:func:`tscore.dump_compare.compare.compare_dumps` to compare in step. Memory
+is that of one block whatever the number of calls. ptdbg's ``.pkl`` (a line
+per tensor, in no call order) is read whole instead (:func:`read_dump`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tscore.dump.names import MODULE_PREFIX, CallName, parse_name
+from tscore.dump.reading import read_lines_at, read_stacks, stack_of
+from tscore.dump_compare.sources import (
+    _NO_STACK,
+    _READ_AT_ONCE,
+    Call,
+    DumpSource,
+    _fill_msprobe_call,
+    _fill_tscore_call,
+    _msprobe_document,
+    _msprobe_stacks,
+    detect,
+    msprobe_source,
+    msprobe_tensors,
+    tscore_source,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class DumpStream:
+    """A dump read in order as often as asked: its call names, or its calls with their values."""
+
+    source: DumpSource  # what the dump is (format, task, rank, framework); its calls list stays empty
+    labels: Callable[[], Iterator[str]]  # each call's name (ptdbg's spelling), in order: a light pass
+    calls: Callable[[], Iterator[Call]]  # each call with its values, in the same order
+    close: Callable[[], None]
+
+
+def stream_dump(path: str) -> DumpStream | None:
+    """Open the tscore or msprobe dump at ``path`` to be read call by call; None for another layout.
+
+    A call whose record cannot be read comes with no values (logged), so that both passes
+    give the same calls.
+
+    :raises DumpReadError: naming the path when no dump is there.
+    """
+    kind, records = detect(os.fspath(path))
+    if kind == "tscore":
+        return _stream_tscore(records)
+    if kind == "msprobe":
+        return _stream_msprobe(records)
+    return None
+
+
+def names_agree(target: DumpStream, orig: DumpStream) -> bool:
+    """Say whether two dumps hold calls of the same names in the same order (stopping at the first not)."""
+    missing = object()
+    return all(a == b for a, b in itertools.zip_longest(target.labels(), orig.labels(), fillvalue=missing))
+
+
+def _stream_tscore(records_file: str) -> DumpStream:
+    folder = os.path.dirname(records_file)
+    stacks = read_stacks(folder)
+
+    def named() -> Iterator[tuple[CallName, dict[str, Any]]]:
+        for record, _ in read_lines_at(records_file):
+            try:
+                yield (
+                    CallName(record["prefix"], record["api"], int(record["index"]), record["direction"]),
+                    record,
+                )
+            except Exception:
+                continue
+
+    def labels() -> Iterator[str]:
+        return (name.ptdbg for name, _ in named())
+
+    def calls() -> Iterator[Call]:
+        for order, (name, record) in enumerate(named()):
+            call = Call(name, order, module=record.get("module"), key=record.get("key"))
+            try:
+                call.stack = stack_of(record, stacks)
+                _fill_tscore_call(call, str(record.get("name", "")), record, folder)
+            except Exception as exc:
+                log.warning("%s: the values of %s could not be read: %r", records_file, call.label, exc)
+                call.inputs, call.outputs = [], []
+            yield call
+
+    return DumpStream(tscore_source(folder, []), labels, calls, lambda: None)
+
+
+def _stream_msprobe(records_file: str) -> DumpStream | None:
+    folder = os.path.dirname(records_file)
+    head, _, members = _msprobe_document(records_file)
+    if members is None:  # not laid out as msprobe's (parsed whole): read_dump says what is wrong
+        return None
+    try:
+        tensors = msprobe_tensors(folder, head)
+        stacks = _msprobe_stacks(folder)
+    except BaseException:
+        members.close()
+        raise
+
+    def named() -> Iterator[tuple[CallName, str, Mapping[str, Any]]]:
+        for label, body, _ in members.with_spans():
+            name = parse_name(str(label))
+            if name is not None and isinstance(body, Mapping):
+                yield name, str(label), body
+
+    def labels() -> Iterator[str]:
+        return (name.ptdbg for name, _, _ in named())
+
+    def calls() -> Iterator[Call]:
+        for order, (name, label, body) in enumerate(named()):
+            call = Call(name, order, stack=stacks.get(label, _NO_STACK))
+            if name.prefix == MODULE_PREFIX:
+                call.module = name.api.rpartition(".")[0]
+            _fill_msprobe_call(call, label, body, tensors, records_file)  # False: logged, no values
+            yield call
+
+    md5 = any(item.md5 for call in itertools.islice(calls(), _READ_AT_ONCE) for item in call.items)
+    return DumpStream(msprobe_source(folder, head, [], md5), labels, calls, members.close)
