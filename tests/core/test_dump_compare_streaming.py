@@ -236,7 +236,5 @@ def test_runs_that_made_the_same_calls_are_compared_in_step_holding_no_call_list
     assert in_step.first_error.target_call == LABEL
     assert in_step.counts() == {"ok": BROKEN, "own": 1, "inherited": CALLS - BROKEN - 1}
     monkeypatch.undo()
-    compare_sources(
-        read_dump(dumps[0]), read_dump(dumps[1]), csv_path=str(tmp_path / "at_once.csv")
-    )
+    compare_sources(read_dump(dumps[0]), read_dump(dumps[1]), csv_path=str(tmp_path / "at_once.csv"))
     assert _file(in_step, "compare_result") == (tmp_path / "at_once.csv").read_bytes().decode()

@@ -264,13 +264,22 @@ MSPROBE = {
 
 
 def test_msprobe_dump_json(tmp_path):
-    folder = tmp_path / "step0" / "rank0"
-    (folder / "dump_tensor_data").mkdir(parents=True)
-    for name in ("Torch.relu.0.forward.input.0.npy", "Torch.relu.0.forward.output.0.npy"):
-        np.save(folder / "dump_tensor_data" / name, np.ones((2, 3), np.float32))
-    (folder / "stack.json").write_text(json.dumps({"0": [["Torch.relu.0.forward"], ["File a.py, line 1"]]}))
-    seed = json.dumps(MSPROBE).encode()
-    _fuzz(seed, folder / "dump.json", lambda p: read_dump(folder), DumpReadError)
+    folders = [tmp_path / run / "step0" / "rank0" for run in ("damaged", "reference")]
+    seed = json.dumps(MSPROBE, indent=1).encode()
+    for folder in folders:
+        (folder / "dump_tensor_data").mkdir(parents=True)
+        for name in ("Torch.relu.0.forward.input.0.npy", "Torch.relu.0.forward.output.0.npy"):
+            np.save(folder / "dump_tensor_data" / name, np.ones((2, 3), np.float32))
+        (folder / "stack.json").write_text(
+            json.dumps({"0": [["Torch.relu.0.forward"], ["File a.py, line 1"]]})
+        )
+        (folder / "dump.json").write_bytes(seed)
+
+    def read(path: Path) -> None:
+        read_dump(folders[0])
+        compare_dumps(folders[0], folders[1], print_level=0)  # read in step when the names agree
+
+    _fuzz(seed, folders[0] / "dump.json", read, DumpReadError)
 
 
 def test_msprobe_records_of_any_json(tmp_path):

@@ -26,7 +26,7 @@ from tscore.dump_compare.row_stream import DumpRowStream
 from tscore.dump_compare.rows import Row, compare_items, statistics_errors
 from tscore.dump_compare.sources import DumpReadError, DumpSource, read_dump
 from tscore.dump_compare.streams import DumpStream, names_agree, stream_dump
-from tscore.dump_compare.verdicts import CallVerdict, judge_call
+from tscore.dump_compare.verdicts import CallVerdict, ForwardErrors, judge_call
 from tscore.errors import TargetPathError
 from tscore.npy_files import write_atomic
 
@@ -177,7 +177,7 @@ def _compare_blocks(
     """Compare, judge and write out the pairs of calls block by block; the report of it all."""
     use_tensors = target.has_tensors and orig.has_tensors
     basis = "tensor" if use_tensors else ("md5" if target.task == orig.task == "md5" else "statistics")
-    forward_errors: dict[tuple[str, str, str, int], float | None] = {}  # what each forward call saw and made
+    forward_errors = ForwardErrors()  # what each forward call saw and made
 
     def one(value: tuple[Any, Any]) -> Row:
         return compare_items(*value, use_tensors=use_tensors, tolerance=tolerance, kernel=kernel)
@@ -237,18 +237,18 @@ def _judge(
     rows: list[Row],
     indexes: list[int],
     tolerance: float,
-    forward_errors: dict[tuple[str, str, str, int], float | None],
+    forward_errors: ForwardErrors,
 ) -> CallVerdict:
     """Judge one pair of calls; a backward call also weighs what its forward call saw and made."""
     call = pair.target or pair.orig
     assert call is not None
     side = "target" if pair.target is not None else "orig"  # numbers of the two runs are not one count
-    identity = (side, call.name.prefix, call.name.api, call.name.index)
-    saved = forward_errors.pop(identity, None) if call.name.direction == "backward" else None
+    api = (side, call.name.prefix, call.name.api)
+    saved = forward_errors.get(api, call.name.index) if call.name.direction == "backward" else None
     verdict = judge_call(pair, rows, indexes, tolerance, saved_error=saved)
     if call.name.direction == "forward":
         known = [e for e in (verdict.input_error, verdict.output_error) if e is not None]
-        forward_errors[identity] = max(known) if known else None
+        forward_errors.put(api, call.name.index, max(known) if known else None)
     return verdict
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import operator
 import re
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -200,3 +201,38 @@ def _decide(
     else:
         verdict["status"] = "inherited"
         verdict["reason"] = f"its inputs already differ (error {in_error:.3g}; outputs {out_error:.3g})"
+
+
+class ForwardErrors:
+    """What each forward call saw and made (its largest error), kept for its backward call to weigh.
+
+    Eight bytes a call, in one array per API and side, indexed by the call's number: a dump's
+    forward calls all come before their backward calls, so every one is kept until then.
+    """
+
+    _NONE = -1.0  # no error known (errors are >= 0)
+    _GAP = 100_000  # a number this far past the last one (a damaged record) goes to a dict instead
+
+    def __init__(self) -> None:
+        self._by_api: dict[tuple[str, str, str], array[float]] = {}
+        self._far: dict[tuple[str, str, str, int], float] = {}
+
+    def put(self, key: tuple[str, str, str], index: int, error: float | None) -> None:
+        """Keep the error of forward call ``index`` of ``key`` (side, prefix, API)."""
+        values = self._by_api.setdefault(key, array("d"))
+        value = self._NONE if error is None else error
+        if 0 <= index < len(values):
+            values[index] = value
+        elif len(values) <= index <= len(values) + self._GAP:
+            values.extend([self._NONE] * (index - len(values)))
+            values.append(value)
+        else:
+            self._far[(*key, index)] = value
+
+    def get(self, key: tuple[str, str, str], index: int) -> float | None:
+        """Return the error kept for forward call ``index`` of ``key``; None when none is known."""
+        values = self._by_api.get(key)
+        value = values[index] if values is not None and 0 <= index < len(values) else None
+        if value is None:
+            value = self._far.get((*key, index))
+        return None if value is None or value == self._NONE else value
