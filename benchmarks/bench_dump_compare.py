@@ -111,12 +111,29 @@ def timed(command: list[str]) -> tuple[float, str]:
     return seconds, out.stdout[-300:]
 
 
+def own_peak_mb() -> float:
+    """This process's peak resident memory in MB since it started (exec'd).
+
+    Linux's ``ru_maxrss`` keeps the high-water mark of the process before ``exec``: a worker
+    started by a parent holding a big dump would report the parent's size. ``VmHWM`` is the
+    new program's own.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def tscore_worker(npu: str, bench: str, output: str) -> None:
     """Compare in this process and print tscore's own seconds and peak memory as JSON."""
     from tscore.dump_compare import compare_dumps
 
     report = compare_dumps(npu, bench, output)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = own_peak_mb()
     first = report.first_error.target_call if report.first_error else None
     print(json.dumps({"seconds": report.seconds, "peak_mb": peak, "rows": len(report.rows), "first": first}))
 

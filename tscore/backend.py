@@ -63,6 +63,7 @@ HOOK_METHODS: dict[str, tuple[str | tuple[str, ...], ...]] = {
     "ts_checkpoint_suffixes": (("load_checkpoint", "save_checkpoint"),),
     "ts_save_checkpoint": ("save_checkpoint",),
     "ts_weight_convention": ("weight_convention",),
+    "ts_dump_api_names": ("dump_api_names",),
     "ts_value_transforms": ("value_transforms",),
     "ts_seed_all": ("seed",),
     "ts_prepare_runtime": ("prepare_runtime",),
@@ -220,6 +221,10 @@ class Backend:
         """Answer ``ts_value_transforms``: transforms your weight conventions use beyond tscore's own."""
         raise NotImplementedError
 
+    def dump_api_names(self) -> Mapping[str, Mapping[str, Any]]:
+        """Answer ``ts_dump_api_names`` for your framework: your dumped APIs as neutral operations."""
+        raise NotImplementedError
+
     def seed(self, seed: int, deterministic: bool) -> None:
         """Answer ``ts_seed_all``: seed your framework (it is imported by then)."""
         raise NotImplementedError
@@ -363,6 +368,11 @@ class Backend:
     def ts_weight_convention(self, kind: str, framework: str) -> Mapping[str, Any] | None:
         """Say how your framework stores one layer kind's weights."""
         return self.weight_convention(kind) if framework == self.framework else None
+
+    @hookimpl
+    def ts_dump_api_names(self, framework: str) -> Mapping[str, Mapping[str, Any]] | None:
+        """Say which neutral operation each of your framework's dumped APIs is."""
+        return self.dump_api_names() if framework == self.framework else None
 
     @hookimpl
     def ts_value_transforms(self) -> Mapping[str, Any]:

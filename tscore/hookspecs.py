@@ -366,6 +366,33 @@ def ts_weight_convention(kind: str, framework: str) -> Mapping[str, Any] | None:
     """
 
 
+@hookspec(firstresult=True)
+def ts_dump_api_names(framework: str) -> Mapping[str, Mapping[str, Any]] | None:
+    """Say which neutral operation each API your framework's dumps name is, so two frameworks' dumps pair.
+
+    ``firstresult``: answer only when ``framework`` is yours (a dump says which
+    framework made it: ``"torch"``, ``"mindspore"``); return ``None`` otherwise.
+    The dump comparison pairs API records of two frameworks by these neutral
+    operations, and compares their values by neutral slot names, not by
+    position. The neutral names are PyTorch's functional names and parameter
+    names (``conv2d(input, weight, bias, ...)``, ``batch_norm(input,
+    running_mean, running_var, weight, bias, ...)``), written down so that no
+    backend needs torch. ``bias_add`` (``input``, ``bias``) right after a
+    ``conv1d``/``conv2d``/``conv3d`` or ``matmul`` is folded into it (the
+    latter becoming ``linear``), as torch computes both in one call.
+
+    :param framework: the framework a dump names.
+    :return: ``{"Prefix.api": {"op": neutral operation, "inputs": [neutral name
+        of each positional input, in order], "outputs": [neutral name of each
+        output]}}``; ``inputs`` and ``outputs`` may be left out (positions kept).
+        MindSpore's answer holds, for one::
+
+            {"Primitive.BatchNorm": {"op": "batch_norm",
+                                     "inputs": ["input", "weight", "bias", "running_mean", "running_var"],
+                                     "outputs": ["output"]}}
+    """
+
+
 @hookspec
 def ts_value_transforms() -> Mapping[str, Any] | None:
     """Offer value transforms beyond tscore's own, for your weight conventions.

@@ -69,3 +69,16 @@ def read_side_json(path: str) -> Any:
     except (OSError, ValueError) as exc:
         log.warning("%s cannot be read (%s); going on without it", path, exc)
         return None
+
+
+def read_package_json(package: str, name: str) -> Any:
+    """Parse a JSON data file shipped inside an installed package (a plugin's table of names).
+
+    :raises TscoreError: naming the package and file when it is missing or not JSON.
+    """
+    from importlib import resources
+
+    try:
+        return json.loads(resources.files(package).joinpath(name).read_text(encoding="utf-8"))
+    except (OSError, ValueError, ModuleNotFoundError) as exc:
+        raise TscoreError(f"{package}'s data file {name!r} cannot be read: {exc}") from exc

@@ -17,6 +17,7 @@ nothing else of tscore (a test checks the import graph):
   neutral kind from a table of classes), :func:`training_modes_restored`
   (every layer's mode back after a run), :func:`map_arrays` (turn every
   array in nested arguments into a tensor), :func:`write_atomic`,
+  :func:`read_package_json` (a data file shipped in your package),
   :func:`neutral_dtype` and :data:`NEUTRAL_DTYPES`, :func:`restricted_unpickle`
   (read a pickle that may hold only arrays and plain data).
 
@@ -33,6 +34,7 @@ from tscore.checkpoint.transforms import ValueTransform
 from tscore.dtypes import NEUTRAL_DTYPES, neutral_dtype
 from tscore.errors import TscoreError, UnsupportedObjectError
 from tscore.hookspecs import PROJECT_NAME, hookimpl, hookspec
+from tscore.json_files import read_package_json
 from tscore.module_hooks import (
     HookHandles,
     LayerInfo,
@@ -58,6 +60,7 @@ __all__ = [
     "ModelInfo",
     "ModuleRecorder",
     "Runtime",
+    "read_package_json",
     "TensorMeta",
     "TscoreError",
     "UnsafePickleError",

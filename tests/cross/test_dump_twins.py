@@ -74,3 +74,32 @@ def test_the_layer_planted_in_the_mindspore_twin_is_named(in_tmp, pynative) -> N
     assert first is not None and first.module == "features.4" and first.status == "own", report.summary()
     classifier = next(v for v in report.calls if v.module == "classifier")
     assert classifier.how != "unpaired" and classifier.status == "inherited"  # Linear against Dense
+
+
+def test_api_records_of_the_twins_pair_through_their_plugins_api_names(in_tmp, pynative) -> None:
+    """L1: MindSpore's Conv2D + BiasAdd against torch's one conv2d, MatMul + BiasAdd against linear."""
+    pt_net, ms_net = twins(in_tmp, "features.4")
+    x = np.random.default_rng(0).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    pt_dump = dump(pt_net, lambda: pt_net(torch.from_numpy(x)), in_tmp / "pt", "L1")
+    ms_dump = dump(ms_net, lambda: ms_net(ms.Tensor(x)), in_tmp / "ms", "L1")
+    (in_tmp / "out").mkdir()
+    report = ts.dump.compare_dumps(str(ms_dump), str(pt_dump), str(in_tmp / "out"))
+    paired = {v.target_call: v for v in report.calls if v.how != "unpaired"}
+    assert paired["Primitive_Conv2D_0_forward"].orig_call == "Functional_conv2d_0_forward"
+    assert paired["Primitive_Conv2D_0_forward"].status == "ok"  # its bias, from BiasAdd, compared too
+    assert paired["Primitive_BatchNorm_0_forward"].orig_call == "Functional_batch_norm_0_forward"
+    assert paired["Primitive_BatchNorm_0_forward"].status == "ok"  # gamma against weight, not running_mean
+    assert paired["Primitive_MatMul_0_forward"].orig_call == "Functional_linear_0_forward"
+    first = report.first_error
+    assert first is not None and first.target_call == "Primitive_Conv2D_1_forward", report.summary()
+    assert first.status == "weights" and first.module == "features.4"
+    assert [v.status for v in report.calls if v.how != "unpaired"][first_index(report) + 1 :] == [
+        "inherited"
+    ] * 4  # relu, avg_pool2d, reshape/flatten (options not compared), linear
+    conv_rows = [report.rows[i] for i in paired["Primitive_Conv2D_0_forward"].rows]
+    assert sorted(r.path for r in conv_rows if r.role == "input") == ["bias", "input", "weight"]
+
+
+def first_index(report) -> int:
+    paired = [v for v in report.calls if v.how != "unpaired"]
+    return next(i for i, v in enumerate(paired) if v is report.first_error)

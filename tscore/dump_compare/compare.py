@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from tscore.dump_compare.api_names import api_table, neutral_calls
 from tscore.dump_compare.pairing import CallPair, pair_calls, pair_items
 from tscore.dump_compare.report import DumpCompareReport
 from tscore.dump_compare.row_stream import DumpRowStream
@@ -308,6 +309,18 @@ def compare_dumps(
             opened.callback(target.close)
             orig = read_dump(orig_folder, orig_data_dir, lazy=True)
             opened.callback(orig.close)
+            tables = [api_table(s.framework_name) for s in (target, orig)]
+            if target.framework_name != orig.framework_name and all(tables):
+                # two frameworks: every call's values are read, named by neutral slots, bias_add folded
+                target, orig = (
+                    read_dump(f, d)
+                    for f, d in ((target_folder, target_data_dir), (orig_folder, orig_data_dir))
+                )
+                target.calls = neutral_calls(target.calls, tables[0])
+                orig.calls = neutral_calls(orig.calls, tables[1])
+                log.info(
+                    "dump compare: %s against %s, API by neutral operation", target.framework, orig.framework
+                )
             report = compare_sources(target, orig, api_map=api_map, stack_mode=stack_mode, **options)
     if out_folder is not None and auto_analyze:
         advisor = os.path.join(out_folder, f"advisor{suffix}_{stamp}.txt")

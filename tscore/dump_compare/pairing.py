@@ -40,6 +40,8 @@ def _kind(call: Call, api_map: Mapping[str, str]) -> tuple[str, str, str]:
     """
     if call.name.prefix == "Module":
         return "Module", call.name.direction, call.module or ""
+    if call.op is not None:  # two frameworks: what the call is, as its plugin names it
+        return call.op, call.name.direction, ""
     api = f"{call.name.prefix}.{call.name.api}"
     return api_map.get(api, api), call.name.direction, ""
 

@@ -80,6 +80,7 @@ class Call:
     span: tuple[int, int] | None = None  # where its record is, when its values are read on demand
     shapes: tuple[Any, ...] | None = None  # its tensor inputs' shapes, kept when its values are not
     record: str | None = None  # the record's own name, when its values are read on demand
+    op: str | None = None  # its neutral operation, when its framework's plugin names it (api_names)
 
     def __post_init__(self) -> None:
         """Spell the name once: pairing reads it for every call."""
@@ -135,6 +136,13 @@ class DumpSource:
     def label(self) -> str:
         """Say what made the dump, for people: ``msprobe dump, pytorch``, ``tscore dump, torch``."""
         return f"{self.format} dump" + (f", {self.framework}" if self.framework else "")
+
+    @property
+    def framework_name(self) -> str | None:
+        """The framework as tscore's plugins name it (msprobe writes ``pytorch`` for torch)."""
+        if self.format == "msprobe" and self.framework == "pytorch":
+            return "torch"
+        return self.framework
 
     @property
     def has_tensors(self) -> bool:

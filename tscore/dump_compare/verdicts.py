@@ -141,7 +141,7 @@ def judge_call(
         "stack": call.stack,
         "where": where_in_user_code(call.stack) if call.stack else None,
     }
-    _decide(verdict, pair, call.name.api, [rows[i] for i in indexes], tolerance, saved_error)
+    _decide(verdict, pair, call.op or call.name.api, [rows[i] for i in indexes], tolerance, saved_error)
     return CallVerdict(**verdict)
 
 

@@ -282,6 +282,19 @@ class BackendConformance:
             back = transforms.apply(undo, transforms.apply(spec, array))
             assert back.shape == array.shape and np.array_equal(back, array), f"{kind}.{neutral}: {spec}"
 
+    def test_dump_api_names_are_a_well_formed_table(self) -> None:
+        """Each dumped API the backend names is one neutral operation with named slots; none is dropped."""
+        answer = hook().ts_dump_api_names(framework=self.framework)
+        if answer is None:
+            return  # the backend's dumps pair with other frameworks' by name only
+        from tscore.dump_compare.api_names import api_table
+
+        table = api_table(self.framework)
+        assert set(table) == set(answer), f"entries left out: {sorted(set(answer) - set(table))}"
+        for api, entry in table.items():
+            assert api.count(".") >= 1 and entry.op, f"{api}: 'Prefix.api' naming a neutral op"
+            assert len(set(entry.inputs)) == len(entry.inputs), f"{api}: an input slot named twice"
+
     def test_a_network_maps_to_its_own_framework_by_name(self) -> None:
         """Two networks of one framework need no renaming and no transform."""
         network = self.make_network()

@@ -26,7 +26,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from tscore.plugin_api import Backend, HookHandles, LayerInfo, ModuleRecorder, Runtime
+from tscore.plugin_api import Backend, HookHandles, LayerInfo, ModuleRecorder, Runtime, read_package_json
 
 if importlib.util.find_spec("mindspore") is None:
     raise ImportError("ts_mindspore needs MindSpore, which is not installed (pip install mindspore)")
@@ -213,6 +213,10 @@ class MindSporeBackend(Backend):
     def tensor_key(self, tensor: Any) -> Any:
         """None: MindSpore keeps no counter that moves when a tensor is changed in place."""
         return None
+
+    def dump_api_names(self) -> Mapping[str, Mapping[str, Any]]:
+        """Answer ``ts_dump_api_names``: MindSpore's dumped APIs as neutral operations (a data file)."""
+        return read_package_json("ts_mindspore", "dump_api_names.json")  # type: ignore[no-any-return]
 
     def current_rank(self) -> int | None:
         """Return MindSpore's rank once its communication is initialised (``init()``), else None."""

@@ -27,6 +27,7 @@ from tscore.plugin_api import (
     LayerInfo,
     ModuleRecorder,
     UnsupportedObjectError,
+    read_package_json,
 )
 
 if importlib.util.find_spec("torch") is None:
@@ -217,6 +218,10 @@ class TorchBackend(Backend):
         if tensor.is_inference():  # no version counter: no way to tell an unchanged tensor
             return None
         return (tensor.data_ptr(), tensor._version, tensor.shape, tensor.stride(), tensor.dtype)
+
+    def dump_api_names(self) -> Mapping[str, Mapping[str, Any]]:
+        """Answer ``ts_dump_api_names``: torch's dumped APIs as neutral operations (a data file)."""
+        return read_package_json("ts_torch", "dump_api_names.json")  # type: ignore[no-any-return]
 
     def current_rank(self) -> int | None:
         """Return the rank of ``torch.distributed`` when it is initialised."""

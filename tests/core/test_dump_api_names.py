@@ -1,0 +1,169 @@
+"""Two frameworks' calls made comparable by their plugins' tables of neutral operations (any plugin).
+
+A backend written outside tscore answers ``ts_dump_api_names`` for its framework: its dumps then pair
+API by API with another framework's, values by neutral slot, a ``bias_add`` folded into the call before.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tscore as ts
+from tscore.dump_compare import compare_dumps
+from tscore.dump_compare.api_names import api_table, neutral_calls
+from tscore.dump_compare.sources import read_dump
+from tscore.plugin_api import hookimpl
+
+
+class SplitBackend:
+    """A third party's framework whose dense layer is MatMul then BiasAdd, its norm's inputs reordered."""
+
+    @hookimpl
+    def ts_dump_api_names(self, framework):
+        if framework != "splitfw":
+            return None
+        return {
+            "Primitive.MatMul": {"op": "matmul", "inputs": ["input", "weight"]},
+            "Primitive.BiasAdd": {"op": "bias_add", "inputs": ["input", "bias"]},
+            "Primitive.Norm": {
+                "op": "norm",
+                "inputs": ["input", "weight", "running_mean"],
+                "outputs": ["output"],
+            },
+            "Primitive.Broken": "not a table entry",
+        }
+
+
+class FusedBackend:
+    @hookimpl
+    def ts_dump_api_names(self, framework):
+        if framework != "fusedfw":
+            return None
+        return {
+            "Functional.linear": {"op": "linear", "inputs": ["input", "weight", "bias"]},
+            "Functional.norm": {"op": "norm", "inputs": ["input", "running_mean", "weight", "eps"]},
+        }
+
+
+@pytest.fixture
+def two_frameworks():
+    names = [ts.register_plugin(SplitBackend(), "splitfw"), ts.register_plugin(FusedBackend(), "fusedfw")]
+    yield
+    for name in names:
+        ts.unregister_plugin(name)
+
+
+def _stats(value: np.ndarray) -> dict:
+    return {
+        "type": "tensor",
+        "dtype": "float32",
+        "shape": list(value.shape),
+        "max": float(value.max()),
+        "min": float(value.min()),
+        "mean": float(value.mean()),
+        "norm": float(np.linalg.norm(value)),
+    }
+
+
+def _write(folder: Path, framework: str, calls: list[tuple[str, str, list, list]]) -> Path:
+    """A tscore statistics dump of ``(prefix, api, inputs, outputs)`` forward calls."""
+    folder.mkdir(parents=True)
+    counts: dict[str, int] = {}
+    with open(folder / "dump.jsonl", "w") as out:
+        for prefix, api, inputs, outputs in calls:
+            index = counts.get(api, 0)
+            counts[api] = index + 1
+            name = f"{prefix}_{api}_{index}_forward"
+
+            def entry(side: str, n: int, value, many: bool, name: str = name) -> dict:
+                if not isinstance(value, np.ndarray):
+                    return {"name": f"{name}_{side}.{n}", "type": type(value).__name__, "value": value}
+                return {"name": f"{name}_{side}" + (f".{n}" if many else ""), **_stats(value)}
+
+            record = {
+                "name": name,
+                "prefix": prefix,
+                "api": api,
+                "index": index,
+                "direction": "forward",
+                "inputs": [entry("input", n, v, True) for n, v in enumerate(inputs)],
+                "outputs": [entry("output", n, v, len(outputs) > 1) for n, v in enumerate(outputs)],
+            }
+            out.write(json.dumps(record) + "\n")
+    info = {"config": {"task": "statistics"}, "recorded_frameworks": [framework]}
+    (folder / "dump_info.json").write_text(json.dumps(info))
+    return folder
+
+
+def _runs(tmp_path: Path, bias_shift: float = 0.0) -> tuple[Path, Path]:
+    rng = np.random.default_rng(0)
+    x, w, b = rng.standard_normal((4, 8)), rng.standard_normal((3, 8)), rng.standard_normal(3)
+    mean, scale = rng.standard_normal(3), rng.standard_normal(3)
+    y = x @ w.T + b
+    z = (y - mean) * scale
+    split = _write(
+        tmp_path / "split" / "rank0",
+        "splitfw",
+        [
+            ("Primitive", "MatMul", [x, w], [x @ w.T]),
+            ("Primitive", "BiasAdd", [x @ w.T, b + bias_shift], [y + bias_shift]),
+            ("Primitive", "Norm", [y + bias_shift, scale, mean], [z + bias_shift * scale, mean]),
+        ],
+    )
+    fused = _write(
+        tmp_path / "fused" / "rank0",
+        "fusedfw",
+        [
+            ("Functional", "linear", [x, w, b], [y]),
+            ("Functional", "norm", [y, mean, scale, 1e-5], [z]),
+        ],
+    )
+    return split, fused
+
+
+def test_a_bias_add_is_folded_into_the_matmul_before_it_which_becomes_linear(tmp_path, two_frameworks):
+    split, _ = _runs(tmp_path)
+    table = api_table("splitfw")
+    assert set(table) == {
+        "Primitive.MatMul",
+        "Primitive.BiasAdd",
+        "Primitive.Norm",
+    }  # the broken entry left out
+    calls = neutral_calls(read_dump(split).calls, table)
+    assert [(c.label, c.op) for c in calls] == [
+        ("Primitive_MatMul_0_forward", "linear"),
+        ("Primitive_Norm_0_forward", "norm"),
+    ]
+    assert [i.path for i in calls[0].inputs] == ["input", "weight", "bias"]
+    assert [i.path for i in calls[1].outputs] == ["", "extra.1"]  # the first output is the neutral one
+
+
+def test_two_frameworks_pair_api_by_api_and_a_planted_bias_is_named(tmp_path, two_frameworks):
+    split, fused = _runs(tmp_path)
+    (tmp_path / "out").mkdir()
+    same = compare_dumps(split, fused, tmp_path / "out")
+    assert same.passed and [(v.target_call, v.orig_call, v.status) for v in same.calls] == [
+        ("Primitive_MatMul_0_forward", "Functional_linear_0_forward", "ok"),
+        (
+            "Primitive_Norm_0_forward",
+            "Functional_norm_0_forward",
+            "ok",
+        ),  # weight against weight, not by position
+    ]
+    shifted, _ = _runs(tmp_path / "again", bias_shift=0.5)
+    differ = compare_dumps(shifted, fused, tmp_path / "out")
+    assert differ.first_error.target_call == "Primitive_MatMul_0_forward"
+    assert (
+        differ.first_error.status == "weights"
+        and "Primitive_BiasAdd_0_forward_input.1" in differ.first_error.reason
+    )
+
+
+def test_without_a_table_two_frameworks_pair_by_name_only(tmp_path):
+    split, fused = _runs(tmp_path)
+    report = compare_dumps(split, fused)
+    assert {v.how for v in report.calls} == {"unpaired"}

@@ -1,0 +1,120 @@
+"""Calls of two frameworks made comparable: each one's dumped APIs as neutral operations and slots.
+
+A MindSpore network's ``nn.Conv2d`` calls ``Primitive.Conv2D`` then
+``Primitive.BiasAdd``; its torch twin calls ``Functional.conv2d`` once, with the
+bias as its third input. Each backend says which neutral operation each API it
+dumps is, and what each of its positional values is called
+(``ts_dump_api_names``: torch's functional names). :func:`neutral_calls`
+renames every tensor of a call to its neutral slot (``input``, ``weight``,
+``bias``, ``running_mean``), so that values pair by what they are, not where
+they sat (plain options, which each framework passes its own way, are left
+out), and folds a ``bias_add`` into the convolution or ``matmul`` just
+before it (that ``matmul`` becoming ``linear``). Pairing then knows calls by
+their operation (:mod:`tscore.dump_compare.pairing`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from tscore.dump_compare.sources import Call, Item
+from tscore.plugins import hook
+
+log = logging.getLogger(__name__)
+
+# an operation followed by a bias_add is, as one call, this operation
+FOLDED_BIAS = {
+    "conv1d": "conv1d",
+    "conv2d": "conv2d",
+    "conv3d": "conv3d",
+    "matmul": "linear",
+    "linear": "linear",
+}
+BIAS_ADD = "bias_add"
+
+
+@dataclass(frozen=True)
+class NeutralApi:
+    """One dumped API as a neutral operation: its name and the neutral names of its positional values."""
+
+    op: str
+    inputs: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+
+
+def api_table(framework: str | None) -> dict[str, NeutralApi]:
+    """Return ``{"Prefix.api": NeutralApi}`` for a framework's dumps, from its plugin; empty if none.
+
+    An entry that is not ``{"op": str, "inputs": [str], "outputs": [str]}`` is left out with a warning
+    naming the framework.
+    """
+    if not framework:
+        return {}
+    answer = hook().ts_dump_api_names(framework=framework)
+    table: dict[str, NeutralApi] = {}
+    for api, entry in (answer or {}).items():
+        try:
+            inputs = tuple(str(n) for n in entry.get("inputs", ()))
+            outputs = tuple(str(n) for n in entry.get("outputs", ()))
+            table[str(api)] = NeutralApi(str(entry["op"]), inputs, outputs)
+        except (AttributeError, KeyError, TypeError) as exc:
+            log.warning("%s's API names: %r is not {op, inputs, outputs} (%r); left out", framework, api, exc)
+    return table
+
+
+def _renamed(item: Item, names: Sequence[str], single: bool) -> None:
+    """Give an item the neutral name of its position (``0.1`` becomes ``input.1``)."""
+    head, dot, rest = item.path.partition(".")
+    if single and item.role == "output":
+        if head in ("", "0"):
+            item.path = ""
+        elif head.isdigit():
+            item.path = f"extra.{head}{dot}{rest}"
+        return
+    if head.isdigit() and int(head) < len(names):
+        item.path = names[int(head)] + dot + rest
+
+
+def neutral_calls(calls: Sequence[Call], table: Mapping[str, NeutralApi]) -> list[Call]:
+    """Name the values of every call the table knows by neutral slots; fold each ``bias_add`` in.
+
+    The calls are changed in place (their values loaded: not for a dump read on demand); the
+    list returned leaves out the folded ``bias_add`` calls.
+    """
+    out: list[Call] = []
+    for call in calls:
+        entry = table.get(f"{call.name.prefix}.{call.name.api}")
+        if entry is None:
+            out.append(call)
+            continue
+        call.op = entry.op
+        single = len(entry.outputs) == 1
+        # options (stride, eps) are passed differently in each framework (MindSpore sets most on the
+        # Primitive): only tensors are compared across frameworks
+        call.inputs = [item for item in call.inputs if item.is_tensor]
+        for item in call.inputs:
+            _renamed(item, entry.inputs, False)
+        for item in call.outputs:
+            _renamed(item, entry.outputs, single)
+        before = out[-1] if out else None
+        if (
+            entry.op == BIAS_ADD
+            and call.name.direction == "forward"
+            and before is not None
+            and before.name.direction == "forward"
+            and before.op in FOLDED_BIAS
+            and not any(i.path == "bias" for i in before.inputs)
+        ):
+            before.inputs += [i for i in call.inputs if i.role == "input" and i.path.startswith("bias")]
+            before.outputs = call.outputs
+            before.op = FOLDED_BIAS[before.op]
+            continue
+        out.append(call)
+    return out
+
+
+def neutral_api_map(*tables: Mapping[str, NeutralApi]) -> dict[str, str]:
+    """Return ``{"Prefix.api": neutral operation}`` of every table, for pairing by what calls are."""
+    return {api: entry.op for table in tables for api, entry in table.items()}
