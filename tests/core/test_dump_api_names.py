@@ -27,7 +27,7 @@ class SplitBackend:
         if framework != "splitfw":
             return None
         return {
-            "Primitive.MatMul": {"op": "matmul", "inputs": ["input", "weight"]},
+            "Primitive.MatMul": {"op": "matmul", "inputs": ["input", "other"]},  # weight once folded
             "Primitive.BiasAdd": {"op": "bias_add", "inputs": ["input", "bias"]},
             "Primitive.Norm": {
                 "op": "norm",
@@ -163,7 +163,30 @@ def test_two_frameworks_pair_api_by_api_and_a_planted_bias_is_named(tmp_path, tw
     )
 
 
-def test_without_a_table_two_frameworks_pair_by_name_only(tmp_path):
+def test_without_a_table_two_frameworks_pair_by_name_only_and_say_why(tmp_path, caplog):
     split, fused = _runs(tmp_path)
     report = compare_dumps(split, fused)
     assert {v.how for v in report.calls} == {"unpaired"}
+    assert "no installed plugin names the APIs of splitfw, fusedfw" in caplog.text
+
+
+def test_backward_calls_keep_their_positions(tmp_path, two_frameworks):
+    split, _ = _runs(tmp_path)
+    calls = read_dump(split).calls
+    backward = type(calls[0])(calls[0].name.__class__("Primitive", "MatMul", 0, "backward"), 9)
+    backward.inputs = [type(calls[0].inputs[0])("input", "0", "g", dtype="float32", shape=(4, 3))]
+    out = neutral_calls([*calls, backward], api_table("splitfw"))
+    assert out[-1] is backward and backward.op is None and backward.inputs[0].path == "0"
+
+
+def test_runs_that_change_while_compared_in_step_are_an_error(tmp_path):
+    from tscore.dump_compare.compare import compare_streams
+    from tscore.dump_compare.sources import DumpReadError
+    from tscore.dump_compare.streams import stream_dump
+
+    _, fused = _runs(tmp_path)
+    target, orig = stream_dump(str(fused)), stream_dump(str(fused))
+    whole = orig.calls
+    orig.calls = lambda: iter(list(whole())[:1])  # the other run lost its last call since the names were read
+    with pytest.raises(DumpReadError, match="changed while it was compared"):
+        compare_streams(target, orig)

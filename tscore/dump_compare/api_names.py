@@ -47,14 +47,19 @@ class NeutralApi:
 def api_table(framework: str | None) -> dict[str, NeutralApi]:
     """Return ``{"Prefix.api": NeutralApi}`` for a framework's dumps, from its plugin; empty if none.
 
-    An entry that is not ``{"op": str, "inputs": [str], "outputs": [str]}`` is left out with a warning
-    naming the framework.
+    A plugin that fails, or an entry that is not ``{"op": str, "inputs": [str], "outputs": [str]}``,
+    is logged and left out: the calls it would have named pair by name only.
     """
     if not framework:
         return {}
-    answer = hook().ts_dump_api_names(framework=framework)
+    try:
+        answer = hook().ts_dump_api_names(framework=framework)
+        entries = list(answer.items()) if answer is not None else []
+    except Exception as exc:  # a plugin's bug or a missing data file must not end the comparison
+        log.warning("the API names of %s cannot be read (%r); its calls pair by name only", framework, exc)
+        return {}
     table: dict[str, NeutralApi] = {}
-    for api, entry in (answer or {}).items():
+    for api, entry in entries:
         try:
             inputs = tuple(str(n) for n in entry.get("inputs", ()))
             outputs = tuple(str(n) for n in entry.get("outputs", ()))
@@ -67,26 +72,31 @@ def api_table(framework: str | None) -> dict[str, NeutralApi]:
 def _renamed(item: Item, names: Sequence[str], single: bool) -> None:
     """Give an item the neutral name of its position (``0.1`` becomes ``input.1``)."""
     head, dot, rest = item.path.partition(".")
-    if single and item.role == "output":
-        if head in ("", "0"):
-            item.path = ""
-        elif head.isdigit():
-            item.path = f"extra.{head}{dot}{rest}"
+    if item.role == "output":
+        if single and head in ("", "0"):
+            item.path = rest  # the one output ("0.1": its second element, "1")
+        elif single and head.isdigit():
+            item.path = f"extra.{item.path}"
+        elif head == "" and names:
+            item.path = names[0]  # a sole output of a call whose outputs are named
+        elif head.isdigit() and int(head) < len(names):
+            item.path = names[int(head)] + dot + rest
         return
     if head.isdigit() and int(head) < len(names):
         item.path = names[int(head)] + dot + rest
 
 
 def neutral_calls(calls: Sequence[Call], table: Mapping[str, NeutralApi]) -> list[Call]:
-    """Name the values of every call the table knows by neutral slots; fold each ``bias_add`` in.
+    """Name the values of every forward call the table knows by neutral slots; fold each ``bias_add`` in.
 
     The calls are changed in place (their values loaded: not for a dump read on demand); the
-    list returned leaves out the folded ``bias_add`` calls.
+    list returned leaves out the folded ``bias_add`` calls. Backward calls (whose values are
+    gradients, in another order) keep their positions and pair through their forward calls.
     """
     out: list[Call] = []
     for call in calls:
         entry = table.get(f"{call.name.prefix}.{call.name.api}")
-        if entry is None:
+        if entry is None or call.name.direction != "forward":
             out.append(call)
             continue
         call.op = entry.op
@@ -99,17 +109,22 @@ def neutral_calls(calls: Sequence[Call], table: Mapping[str, NeutralApi]) -> lis
         for item in call.outputs:
             _renamed(item, entry.outputs, single)
         before = out[-1] if out else None
+        bias = [i for i in call.inputs if i.path == "bias"]
         if (
             entry.op == BIAS_ADD
-            and call.name.direction == "forward"
+            and len(bias) == 1
             and before is not None
             and before.name.direction == "forward"
             and before.op in FOLDED_BIAS
             and not any(i.path == "bias" for i in before.inputs)
         ):
-            before.inputs += [i for i in call.inputs if i.role == "input" and i.path.startswith("bias")]
-            before.outputs = call.outputs
             before.op = FOLDED_BIAS[before.op]
+            if before.op == "linear":  # matmul(input, other) with a bias is linear(input, weight, bias)
+                for item in before.inputs:
+                    if item.path.partition(".")[0] == "other":
+                        item.path = "weight" + item.path[len("other") :]
+            before.inputs += bias
+            before.outputs = call.outputs
             continue
         out.append(call)
     return out

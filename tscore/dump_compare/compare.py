@@ -138,14 +138,18 @@ def compare_streams(
     Nothing is held but the block being compared (:mod:`tscore.dump_compare.streams`).
     """
     began = time.perf_counter()
-    mine, theirs = target.calls(), orig.calls()
+    both = itertools.zip_longest(target.calls(), orig.calls())
 
     def blocks() -> Iterator[list[CallPair]]:
         while True:
-            block = [
-                CallPair(a, b, "name")
-                for a, b in zip(itertools.islice(mine, BLOCK_CALLS), theirs, strict=False)
-            ]
+            block = []
+            for a, b in itertools.islice(both, BLOCK_CALLS):
+                if a is None or b is None or a.label != b.label:
+                    raise DumpReadError(
+                        f"{target.source.path} or {orig.source.path} changed while it was compared (the "
+                        f"calls no longer agree at {(a or b).label}); compare again once the runs are done"
+                    )
+                block.append(CallPair(a, b, "name"))
             if not block:
                 return
             yield block
@@ -294,34 +298,10 @@ def compare_dumps(
     options: dict[str, Any] = {"tolerance": tolerance, "kernel": kernel, "csv_path": csv_path}
     target_folder = _dump_folder(os.fspath(target_path), "target")
     orig_folder = _dump_folder(os.fspath(orig_path), "orig")
-    with _no_cyclic_gc(), contextlib.ExitStack() as opened:
-        streams = []
-        if target_data_dir is None and orig_data_dir is None:
-            for folder in (target_folder, orig_folder):
-                found = stream_dump(folder)
-                if found is not None:
-                    opened.callback(found.close)
-                    streams.append(found)
-        if len(streams) == 2 and names_agree(*streams):  # the same calls: compared in step, nothing held
-            report = compare_streams(*streams, stack_mode=stack_mode, **options)
-        else:
-            target = read_dump(target_folder, target_data_dir, lazy=True)
-            opened.callback(target.close)
-            orig = read_dump(orig_folder, orig_data_dir, lazy=True)
-            opened.callback(orig.close)
-            tables = [api_table(s.framework_name) for s in (target, orig)]
-            if target.framework_name != orig.framework_name and all(tables):
-                # two frameworks: every call's values are read, named by neutral slots, bias_add folded
-                target, orig = (
-                    read_dump(f, d)
-                    for f, d in ((target_folder, target_data_dir), (orig_folder, orig_data_dir))
-                )
-                target.calls = neutral_calls(target.calls, tables[0])
-                orig.calls = neutral_calls(orig.calls, tables[1])
-                log.info(
-                    "dump compare: %s against %s, API by neutral operation", target.framework, orig.framework
-                )
-            report = compare_sources(target, orig, api_map=api_map, stack_mode=stack_mode, **options)
+    with _no_cyclic_gc():
+        report = _compare_folders(
+            (target_folder, target_data_dir), (orig_folder, orig_data_dir), api_map, stack_mode, options
+        )
     if out_folder is not None and auto_analyze:
         advisor = os.path.join(out_folder, f"advisor{suffix}_{stamp}.txt")
         report.write_advisor(advisor)
@@ -333,6 +313,64 @@ def compare_dumps(
     if print_level:
         print(report.summary())
     return report
+
+
+def _compare_folders(
+    target_at: tuple[str, str | None],
+    orig_at: tuple[str, str | None],
+    api_map: Mapping[str, str] | None,
+    stack_mode: bool,
+    options: dict[str, Any],
+) -> DumpCompareReport:
+    """Compare two dump folders the cheapest way they allow: in step, read on demand, or whole.
+
+    :raises DumpReadError: naming a dump that cannot be read.
+    """
+    with contextlib.ExitStack() as opened:
+        streams = []
+        if target_at[1] is None and orig_at[1] is None:  # a ptdbg data folder: read whole
+            for folder, _ in (target_at, orig_at):
+                found = _opened(stream_dump, folder)
+                if found is not None:
+                    opened.callback(found.close)
+                    streams.append(found)
+        if len(streams) == 2 and _opened(names_agree, *streams):  # the same calls: in step, nothing held
+            return compare_streams(*streams, stack_mode=stack_mode, **options)
+    target = read_dump(*target_at, lazy=True)
+    try:
+        orig = read_dump(*orig_at, lazy=True)
+    except BaseException:
+        target.close()
+        raise
+    with contextlib.ExitStack() as opened:
+        opened.callback(target.close)
+        opened.callback(orig.close)
+        if target.framework_name != orig.framework_name:
+            tables = [api_table(s.framework_name) for s in (target, orig)]
+            if all(tables):  # two frameworks: every value read, named by neutral slots, bias_add folded
+                opened.close()
+                del target, orig  # the lazy index goes before the whole dumps come
+                target, orig = read_dump(*target_at), read_dump(*orig_at)
+                target.calls = neutral_calls(target.calls, tables[0])
+                orig.calls = neutral_calls(orig.calls, tables[1])
+            else:
+                missing = [s.framework for s, t in zip((target, orig), tables, strict=True) if not t]
+                log.warning(
+                    "dump compare: %s against %s, but no installed plugin names the APIs of %s: API "
+                    "records pair by name only (install the plugin and its framework)",
+                    target.framework,
+                    orig.framework,
+                    ", ".join(str(m) for m in missing),
+                )
+        return compare_sources(target, orig, api_map=api_map, stack_mode=stack_mode, **options)
+
+
+def _opened(read: Any, *args: Any) -> Any:
+    """Run a first reading step of the in-step comparison; a file that cannot be read is a DumpReadError."""
+    try:
+        return read(*args)
+    except OSError as exc:
+        raise DumpReadError(f"a dump cannot be read: {exc}") from exc
 
 
 def compare(

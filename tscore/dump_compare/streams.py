@@ -77,13 +77,12 @@ def _stream_tscore(records_file: str) -> DumpStream:
 
     def named() -> Iterator[tuple[CallName, dict[str, Any]]]:
         for record, _ in read_lines_at(records_file):
-            try:
-                yield (
-                    CallName(record["prefix"], record["api"], int(record["index"]), record["direction"]),
-                    record,
-                )
+            try:  # what read_dump requires of a record; it is left out the same way (read_dump logs it)
+                name = CallName(record["prefix"], record["api"], int(record["index"]), record["direction"])
+                str(record["name"])
             except Exception:
                 continue
+            yield name, record
 
     def labels() -> Iterator[str]:
         return (name.ptdbg for name, _ in named())
@@ -131,5 +130,9 @@ def _stream_msprobe(records_file: str) -> DumpStream | None:
             _fill_msprobe_call(call, label, body, tensors, records_file)  # False: logged, no values
             yield call
 
-    md5 = any(item.md5 for call in itertools.islice(calls(), _READ_AT_ONCE) for item in call.items)
+    try:
+        md5 = any(item.md5 for call in itertools.islice(calls(), _READ_AT_ONCE) for item in call.items)
+    except BaseException:
+        members.close()
+        raise
     return DumpStream(msprobe_source(folder, head, [], md5), labels, calls, members.close)

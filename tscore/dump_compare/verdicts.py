@@ -233,6 +233,6 @@ class ForwardErrors:
         """Return the error kept for forward call ``index`` of ``key``; None when none is known."""
         values = self._by_api.get(key)
         value = values[index] if values is not None and 0 <= index < len(values) else None
-        if value is None:
-            value = self._far.get((*key, index))
+        if value is None or value == self._NONE:
+            value = self._far.get((*key, index), value)
         return None if value is None or value == self._NONE else value
