@@ -27,6 +27,7 @@ WORKER = textwrap.dedent(
     folder = sys.argv[1]
     for step in range(5):
         ts.save(folder + "/x", ms.Tensor(np.full(3, get_rank() * 100.0 + step, np.float32)))
+    print("saved", flush=True)
     """
 )
 SCHEDULER = (
@@ -54,15 +55,22 @@ def test_each_mindspore_rank_saves_into_its_own_folder(tmp_path):
         subprocess.Popen(
             [sys.executable, "-c", WORKER, str(folder)],
             env={**env, "MS_ROLE": "MS_WORKER", "MS_NODE_ID": str(node)},
+            stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
+            text=True,
         )
         for node in (0, 1)
     ]
     try:
-        assert [proc.wait(timeout=180) for proc in procs] == [0, 0, 0]
+        outputs = [proc.communicate(timeout=180)[0] if proc.stdout else "" for proc in procs]
+        codes = [proc.wait(timeout=180) for proc in procs]
     finally:
         for proc in procs:
             proc.kill()
+    assert all("saved" in out for out in outputs[1:]), "a rank's ts.save did not return"
+    # every process ends well; MindSpore 2.10's CPU cluster worker sometimes dies of SIGSEGV in its own
+    # teardown, after it has unregistered (seen once in a CI run, load-dependent): not a failed save
+    assert codes[0] == 0 and all(code in (0, -11) for code in codes[1:]), codes
     for rank in (0, 1):
         values = [float(np.load(folder / f"rank{rank}" / f"{step}_x.npy")[0]) for step in range(5)]
         assert values == [rank * 100.0 + step for step in range(5)]
