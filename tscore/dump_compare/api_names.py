@@ -128,8 +128,3 @@ def neutral_calls(calls: Sequence[Call], table: Mapping[str, NeutralApi]) -> lis
             continue
         out.append(call)
     return out
-
-
-def neutral_api_map(*tables: Mapping[str, NeutralApi]) -> dict[str, str]:
-    """Return ``{"Prefix.api": neutral operation}`` of every table, for pairing by what calls are."""
-    return {api: entry.op for table in tables for api, entry in table.items()}
