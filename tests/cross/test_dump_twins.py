@@ -40,6 +40,16 @@ def dump(net: object, run: object, path: Path, level: str) -> Path:
     return path / "step0" / "rank0"
 
 
+def compare_twins(in_tmp: Path, planted: str, level: str) -> ts.dump_compare.DumpCompareReport:
+    """Dump both twins at ``level`` on one input and compare the MindSpore run against the torch one."""
+    pt_net, ms_net = twins(in_tmp, planted)
+    x = np.random.default_rng(0).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    pt_dump = dump(pt_net, lambda: pt_net(torch.from_numpy(x)), in_tmp / "pt", level)
+    ms_dump = dump(ms_net, lambda: ms_net(ms.Tensor(x)), in_tmp / "ms", level)
+    (in_tmp / "out").mkdir()
+    return ts.dump.compare_dumps(str(ms_dump), str(pt_dump), str(in_tmp / "out"))
+
+
 @pytest.fixture
 def pynative():
     ms.set_context(mode=ms.PYNATIVE_MODE)
@@ -64,12 +74,7 @@ def test_twins_dumped_at_cell_level_give_records_at_every_paired_layer(in_tmp, p
 
 
 def test_the_layer_planted_in_the_mindspore_twin_is_named(in_tmp, pynative) -> None:
-    pt_net, ms_net = twins(in_tmp, "features.4")
-    x = np.random.default_rng(0).standard_normal((2, 3, 16, 16)).astype(np.float32)
-    pt_dump = dump(pt_net, lambda: pt_net(torch.from_numpy(x)), in_tmp / "pt", "L0")
-    ms_dump = dump(ms_net, lambda: ms_net(ms.Tensor(x)), in_tmp / "ms", "L0")
-    (in_tmp / "out").mkdir()
-    report = ts.dump.compare_dumps(str(ms_dump), str(pt_dump), str(in_tmp / "out"))
+    report = compare_twins(in_tmp, "features.4", "L0")
     first = report.first_error
     assert first is not None and first.module == "features.4" and first.status == "own", report.summary()
     classifier = next(v for v in report.calls if v.module == "classifier")
@@ -78,12 +83,7 @@ def test_the_layer_planted_in_the_mindspore_twin_is_named(in_tmp, pynative) -> N
 
 def test_api_records_of_the_twins_pair_through_their_plugins_api_names(in_tmp, pynative) -> None:
     """L1: MindSpore's Conv2D + BiasAdd against torch's one conv2d, MatMul + BiasAdd against linear."""
-    pt_net, ms_net = twins(in_tmp, "features.4")
-    x = np.random.default_rng(0).standard_normal((2, 3, 16, 16)).astype(np.float32)
-    pt_dump = dump(pt_net, lambda: pt_net(torch.from_numpy(x)), in_tmp / "pt", "L1")
-    ms_dump = dump(ms_net, lambda: ms_net(ms.Tensor(x)), in_tmp / "ms", "L1")
-    (in_tmp / "out").mkdir()
-    report = ts.dump.compare_dumps(str(ms_dump), str(pt_dump), str(in_tmp / "out"))
+    report = compare_twins(in_tmp, "features.4", "L1")
     paired = {v.target_call: v for v in report.calls if v.how != "unpaired"}
     assert paired["Primitive_Conv2D_0_forward"].orig_call == "Functional_conv2d_0_forward"
     assert paired["Primitive_Conv2D_0_forward"].status == "ok"  # its bias, from BiasAdd, compared too

@@ -288,9 +288,7 @@ def _read_tscore(records_file: str, lazy: bool = False) -> DumpSource:
     calls: list[Call] = []
     for record, span in read_lines_at(records_file):
         try:
-            name = CallName(record["prefix"], record["api"], int(record["index"]), record["direction"])
-            call = Call(name, len(calls), module=record.get("module"), key=record.get("key"))
-            call.stack = stack_of(record, stacks)
+            call = tscore_call(record, len(calls), stacks)
             if lazy and len(calls) >= _READ_AT_ONCE:
                 call.span, call.record = span, str(record["name"])  # its values are read when compared
             else:
@@ -305,6 +303,18 @@ def _read_tscore(records_file: str, lazy: bool = False) -> DumpSource:
         source.loader = functools.partial(_load_tscore, text, folder, records_file)
         source.closer = text.close
     return source
+
+
+def tscore_call(record: dict[str, Any], order: int, stacks: dict[int, list[str]]) -> Call:
+    """Make the call of one tscore record, without its values (``_fill_tscore_call`` reads them).
+
+    :raises KeyError, TypeError, ValueError: when the record lacks what names a call.
+    """
+    name = CallName(record["prefix"], record["api"], int(record["index"]), record["direction"])
+    str(record["name"])  # every record names itself; one that does not is left out
+    return Call(
+        name, order, module=record.get("module"), key=record.get("key"), stack=stack_of(record, stacks)
+    )
 
 
 def tscore_source(folder: str, calls: list[Call]) -> DumpSource:
@@ -502,9 +512,7 @@ def _read_msprobe(records_file: str, lazy: bool = False) -> DumpSource:
             if name is None or not isinstance(body, Mapping):
                 log.warning("%s: %r is not a call msprobe names; left out", records_file, label)
                 continue
-            call = Call(name, len(calls), stack=stacks.get(label, _NO_STACK))
-            if name.prefix == MODULE_PREFIX:
-                call.module = name.api.rpartition(".")[0]
+            call = msprobe_call(name, str(label), len(calls), stacks)
             if lazy and span is not None and len(calls) >= _READ_AT_ONCE:
                 call.span, call.record = span, str(label)  # its values are read when compared
                 calls.append(call)
@@ -541,6 +549,14 @@ def msprobe_source(folder: str, head: Mapping[str, Any], calls: list[Call], md5:
         rank=_rank_of(folder),
         framework=framework if isinstance(framework, str) else None,
     )
+
+
+def msprobe_call(name: CallName, label: str, order: int, stacks: Mapping[str, list[str]]) -> Call:
+    """Make the call of one msprobe record, without its values (``_fill_msprobe_call`` reads them)."""
+    call = Call(name, order, stack=stacks.get(label, _NO_STACK))
+    if name.prefix == MODULE_PREFIX:
+        call.module = name.api.rpartition(".")[0]
+    return call
 
 
 def msprobe_tensors(folder: str, head: Mapping[str, Any]) -> str:

@@ -19,10 +19,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tscore.dump.names import MODULE_PREFIX, CallName, parse_name
-from tscore.dump.reading import read_lines_at, read_stacks, stack_of
+from tscore.dump.names import CallName, parse_name
+from tscore.dump.reading import read_lines_at, read_stacks
 from tscore.dump_compare.sources import (
-    _NO_STACK,
     _READ_AT_ONCE,
     Call,
     DumpSource,
@@ -31,8 +30,10 @@ from tscore.dump_compare.sources import (
     _msprobe_document,
     _msprobe_stacks,
     detect,
+    msprobe_call,
     msprobe_source,
     msprobe_tensors,
+    tscore_call,
     tscore_source,
 )
 
@@ -75,24 +76,23 @@ def _stream_tscore(records_file: str) -> DumpStream:
     folder = os.path.dirname(records_file)
     stacks = read_stacks(folder)
 
-    def named() -> Iterator[tuple[CallName, dict[str, Any]]]:
+    def named() -> Iterator[tuple[Call, dict[str, Any]]]:
+        order = 0
         for record, _ in read_lines_at(records_file):
             try:  # what read_dump requires of a record; it is left out the same way (read_dump logs it)
-                name = CallName(record["prefix"], record["api"], int(record["index"]), record["direction"])
-                str(record["name"])
+                call = tscore_call(record, order, stacks)
             except Exception:
                 continue
-            yield name, record
+            order += 1
+            yield call, record
 
     def labels() -> Iterator[str]:
-        return (name.ptdbg for name, _ in named())
+        return (call.label for call, _ in named())
 
     def calls() -> Iterator[Call]:
-        for order, (name, record) in enumerate(named()):
-            call = Call(name, order, module=record.get("module"), key=record.get("key"))
+        for call, record in named():
             try:
-                call.stack = stack_of(record, stacks)
-                _fill_tscore_call(call, str(record.get("name", "")), record, folder)
+                _fill_tscore_call(call, str(record["name"]), record, folder)
             except Exception as exc:
                 log.warning("%s: the values of %s could not be read: %r", records_file, call.label, exc)
                 call.inputs, call.outputs = [], []
@@ -124,9 +124,7 @@ def _stream_msprobe(records_file: str) -> DumpStream | None:
 
     def calls() -> Iterator[Call]:
         for order, (name, label, body) in enumerate(named()):
-            call = Call(name, order, stack=stacks.get(label, _NO_STACK))
-            if name.prefix == MODULE_PREFIX:
-                call.module = name.api.rpartition(".")[0]
+            call = msprobe_call(name, label, order, stacks)
             _fill_msprobe_call(call, label, body, tensors, records_file)  # False: logged, no values
             yield call
 
