@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -161,6 +162,26 @@ def _joined(parts: list[np.ndarray]) -> np.ndarray:
 
 
 Span = tuple[int, int]  # a member's bytes in the file: from its key's quote to before its comma
+DAMAGED = object()  # the value of a member that is not JSON, with_spans(keep_damaged=True)
+_KEY = re.compile(rb'\s*"((?:[^"\\]|\\.)*)"\s*:', re.DOTALL)
+
+
+def _member_key(text: bytes, offset: int) -> str | None:
+    """Return the key of the member that starts at ``offset`` of ``text``; None if it cannot be read."""
+    found = _KEY.match(text, offset)
+    if found is None:
+        return None
+    raw = found.group(1)
+    if b"\\" not in raw:
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    try:
+        key = parse_json(b'"' + raw + b'"')
+    except ValueError:
+        return None
+    return key if isinstance(key, str) else None
 
 
 @dataclass
@@ -180,16 +201,40 @@ class Members:
         for key, value, _ in self.with_spans():
             yield key, value
 
-    def with_spans(self) -> Iterator[tuple[str, Any, Span]]:
-        """Yield ``(key, value, span)`` in document order; :meth:`values_at` reads a span again later."""
+    def with_spans(self, keep_damaged: bool = False) -> Iterator[tuple[str, Any, Span]]:
+        """Yield ``(key, value, span)`` in document order; :meth:`values_at` reads a span again later.
+
+        :param keep_damaged: a member whose value is not JSON but whose key can be read is
+            yielded with :data:`DAMAGED` as its value (warned), so that the keys are those
+            of :meth:`keys`; by default it is left out.
+        """
+        for start, cut, inner in self._batches():
+            yield from self._parse(start, cut, inner, keep_damaged)
+
+    def keys(self) -> Iterator[str]:
+        """Yield each member's key in document order without parsing its value: a light pass.
+
+        A member whose key cannot be read is left out, as :meth:`with_spans` leaves it out.
+        """
+        for start, cut, inner in self._batches():
+            text = self._text[start:cut]
+            for offset in (0, *(inner - start + 1).tolist()):
+                key = _member_key(text, offset)
+                if key is not None:
+                    yield key
+
+    def _batches(self) -> Iterator[tuple[int, int, np.ndarray]]:
+        """Yield ``(start, end, commas)``: about :data:`BATCH_BYTES` of whole members at a time."""
         start, seps = self._start, self._separators
         while start < self._end:
             at = int(np.searchsorted(seps, start + BATCH_BYTES))
             cut = int(seps[at]) if at < seps.size else self._end
-            yield from self._parse(start, cut, seps[int(np.searchsorted(seps, start)) : at])
+            yield start, cut, seps[int(np.searchsorted(seps, start)) : at]
             start = cut + 1
 
-    def _parse(self, start: int, end: int, inner: np.ndarray) -> Iterator[tuple[str, Any, Span]]:
+    def _parse(
+        self, start: int, end: int, inner: np.ndarray, keep_damaged: bool
+    ) -> Iterator[tuple[str, Any, Span]]:
         text = self._text[start:end]
         bounds = [start, *(int(s) + 1 for s in inner), end + 1]
         spans = list(itertools.pairwise(bounds))
@@ -209,7 +254,18 @@ class Members:
                 member = parse_json(b"{" + self._text[left : right - 1] + b"}")
             except ValueError as exc:
                 where = "cut short" if right - 1 >= self._end and not self.complete else "not JSON"
-                log.warning("%s: the member at byte %d is %s (%s); left out", self.path, left, where, exc)
+                key = _member_key(text, left - start) if keep_damaged else None
+                log.warning(
+                    "%s: the member %sat byte %d is %s (%s); %s",
+                    self.path,
+                    "" if key is None else f"{key!r} ",
+                    left,
+                    where,
+                    exc,
+                    "left out" if key is None else "read with no value",
+                )
+                if key is not None:
+                    yield key, DAMAGED, (left, right - 1)
                 continue
             if isinstance(member, dict):
                 for key, value in member.items():

@@ -238,3 +238,20 @@ def test_runs_that_made_the_same_calls_are_compared_in_step_holding_no_call_list
     monkeypatch.undo()
     compare_sources(read_dump(dumps[0]), read_dump(dumps[1]), csv_path=str(tmp_path / "at_once.csv"))
     assert _file(in_step, "compare_result") == (tmp_path / "at_once.csv").read_bytes().decode()
+
+
+def test_a_damaged_record_is_a_call_with_no_values_and_the_rest_compare_in_step(
+    dumps, tmp_path, monkeypatch, caplog
+):
+    path = dumps[0] / "dump.json"
+    text = path.read_text()
+    damaged = text.index('"Functional.relu.5.forward"')
+    at = text.index('"Max"', damaged)
+    path.write_text(text[:at] + '"Max": tru' + text[text.index(",", at) :])  # call 5's record is not JSON
+    monkeypatch.setattr(compare_module, "read_dump", None)  # in step: the whole reading is never asked
+    report = compare_dumps(*dumps, None)
+    assert report.first_error.target_call == LABEL
+    assert report.total_calls == CALLS
+    five = next(v for v in report.calls if v.target_call == "Functional_relu_5_forward")
+    assert five.status == "unknown" and five.reason == "no output of this call could be compared"
+    assert "Functional.relu.5.forward" in caplog.text and "read with no value" in caplog.text

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tscore import json_members
-from tscore.json_members import NotAnObjectDocument, read_members
+from tscore.json_members import DAMAGED, NotAnObjectDocument, read_members
 from tscore.testing.fuzzing import fuzz_settings
 
 SETTINGS = fuzz_settings()
@@ -36,6 +36,8 @@ def _read(path, key="data"):
         spans = [span for _, _, span in found]
         assert members.values_at(spans[::-1]) == [value for _, value, _ in found][::-1]
         assert members.values_at(spans[::2]) == [value for _, value, _ in found][::2]
+        # the light pass names what is read, a damaged member (one cut short) under its key too
+        assert list(members.keys()) == [key for key, _, _ in members.with_spans(keep_damaged=True)]
         return members.head, [(key, value) for key, value, _ in found], members.complete
 
 
@@ -92,6 +94,16 @@ def test_a_damaged_member_is_left_out_and_the_rest_read(tmp_path, caplog):
     head, members, _ = _read(path)
     assert members == [("a", 1), ("c", [3])] and head == {"task": "x"}
     assert "byte" in caplog.text and "not JSON" in caplog.text
+
+
+def test_a_damaged_member_can_be_kept_under_its_key_so_the_keys_pass_agrees(tmp_path, caplog):
+    path = tmp_path / "dump.json"
+    path.write_text('{"data": {"a": 1, "b\\"q": tru, "c": [3]}}')
+    with read_members(str(path), "data") as members:
+        kept = [(key, value) for key, value, _ in members.with_spans(keep_damaged=True)]
+        assert kept == [("a", 1), ('b"q', DAMAGED), ("c", [3])]
+        assert list(members.keys()) == ["a", 'b"q', "c"]
+    assert "'b\"q' at byte" in caplog.text and "read with no value" in caplog.text
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tscore.dump.names import CallName, parse_name
+from tscore.dump.names import parse_name
 from tscore.dump.reading import read_lines_at, read_stacks
 from tscore.dump_compare.sources import (
     _READ_AT_ONCE,
@@ -36,6 +36,7 @@ from tscore.dump_compare.sources import (
     tscore_call,
     tscore_source,
 )
+from tscore.json_members import DAMAGED
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,8 @@ class DumpStream:
 
     source: DumpSource  # what the dump is (format, task, rank, framework); its calls list stays empty
     labels: Callable[[], Iterator[str]]  # each call's name (ptdbg's spelling), in order: a light pass
+    # every record's name as its format spells it, those that name no call too: a lighter pass
+    names: Callable[[], Iterator[str]]
     calls: Callable[[], Iterator[Call]]  # each call with its values, in the same order
     close: Callable[[], None]
 
@@ -67,9 +70,14 @@ def stream_dump(path: str) -> DumpStream | None:
 
 
 def names_agree(target: DumpStream, orig: DumpStream) -> bool:
-    """Say whether two dumps hold calls of the same names in the same order (stopping at the first not)."""
+    """Say whether two dumps hold calls of the same names in the same order (stopping at the first not).
+
+    Two dumps of one format compare their names as written; of two formats, in ptdbg's spelling.
+    """
+    same = target.source.format == orig.source.format
+    a, b = (target.names(), orig.names()) if same else (target.labels(), orig.labels())
     missing = object()
-    return all(a == b for a, b in itertools.zip_longest(target.labels(), orig.labels(), fillvalue=missing))
+    return all(x == y for x, y in itertools.zip_longest(a, b, fillvalue=missing))
 
 
 def _stream_tscore(records_file: str) -> DumpStream:
@@ -98,7 +106,7 @@ def _stream_tscore(records_file: str) -> DumpStream:
                 call.inputs, call.outputs = [], []
             yield call
 
-    return DumpStream(tscore_source(folder, []), labels, calls, lambda: None)
+    return DumpStream(tscore_source(folder, []), labels, labels, calls, lambda: None)
 
 
 def _stream_msprobe(records_file: str) -> DumpStream | None:
@@ -113,19 +121,24 @@ def _stream_msprobe(records_file: str) -> DumpStream | None:
         members.close()
         raise
 
-    def named() -> Iterator[tuple[CallName, str, Mapping[str, Any]]]:
-        for label, body, _ in members.with_spans():
-            name = parse_name(str(label))
-            if name is not None and isinstance(body, Mapping):
-                yield name, str(label), body
-
     def labels() -> Iterator[str]:
-        return (name.ptdbg for name, _, _ in named())
+        return (name.ptdbg for name in map(parse_name, members.keys()) if name is not None)
 
     def calls() -> Iterator[Call]:
-        for order, (name, label, body) in enumerate(named()):
-            call = msprobe_call(name, label, order, stacks)
-            _fill_msprobe_call(call, label, body, tensors, records_file)  # False: logged, no values
+        order = 0
+        for label, body, _ in members.with_spans(keep_damaged=True):  # the members labels() names
+            name = parse_name(str(label))
+            if name is None:
+                continue
+            call = msprobe_call(name, str(label), order, stacks)
+            order += 1
+            if not isinstance(body, Mapping):  # not JSON (warned) or not a record: a call with no values
+                if body is not DAMAGED:
+                    log.warning(
+                        "%s: the record of %r is not an object; read with no values", records_file, label
+                    )
+            else:
+                _fill_msprobe_call(call, str(label), body, tensors, records_file)  # False: logged, no values
             yield call
 
     try:
@@ -133,4 +146,4 @@ def _stream_msprobe(records_file: str) -> DumpStream | None:
     except BaseException:
         members.close()
         raise
-    return DumpStream(msprobe_source(folder, head, [], md5), labels, calls, members.close)
+    return DumpStream(msprobe_source(folder, head, [], md5), labels, members.keys, calls, members.close)
