@@ -27,6 +27,7 @@ from tscore.saving import reset_save_id
 from tscore.seeding import seed_all
 from tscore.tensor_meta import TensorMeta
 from tscore.tensors import from_numpy, is_tensor, tensor_meta, to_numpy
+from tscore.widget import fix_random
 
 __version__ = "0.1.0"
 
@@ -42,6 +43,7 @@ __all__ = [
     "hookimpl",
     "is_tensor",
     "dump",
+    "fix_random",
     "migrator",
     "ptdbg",
     "register_plugin",

@@ -28,3 +28,7 @@ class TargetPathError(TscoreError, OSError):
 
 class PluginError(TscoreError, RuntimeError):
     """A plugin that failed to load or broke the hook contract."""
+
+
+class ObjectFileError(TscoreError, ValueError):
+    """A file given to ``object_load`` that is missing or not JSON (a pickle, which could run code)."""

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from tscore.errors import UnsupportedObjectError
+import json
+import os
+from typing import TYPE_CHECKING, Any
+
+from tscore.errors import ObjectFileError, UnsupportedObjectError
 from tscore.plugins import hook
 from tscore.tensors import type_name
+
+if TYPE_CHECKING:
+    from tscore.netdiff.weights import LoadResult
 
 
 def get_grads(model: object, grads: object | None = None) -> dict[str, object]:
@@ -37,3 +44,49 @@ def get_pt_grads(model: object) -> dict[str, object]:
 def get_ms_grads(net: object, grads: object) -> dict[str, object]:
     """Return ``{name_index: grad}`` for a MindSpore ``Cell`` and the gradients of its trainable params."""
     return get_grads(net, grads)
+
+
+def fix_random(seed: int = 16) -> list[str]:
+    """Seed Python, numpy and every installed framework: TroubleShooter's name for :func:`tscore.seed_all`.
+
+    TroubleShooter also switches cuDNN off; tscore leaves it on (the numbers of the run stay those
+    of the user's setup): ``ts.seed_all(seed, mode=True)`` asks for deterministic algorithms.
+
+    :return: the frameworks seeded.
+    """
+    from tscore.seeding import seed_all
+
+    return seed_all(seed)
+
+
+def load_ms_weight2net(model: object, file: str | os.PathLike[str]) -> LoadResult:
+    """Load a checkpoint file into a network (TroubleShooter's name; any framework a plugin knows).
+
+    :return: what was loaded and the names that did not fit.
+    :raises CheckpointReadError: naming ``file`` when it cannot be read.
+    """
+    from tscore.checkpoint.net_weights import load_weights_into
+
+    return load_weights_into(model, file)
+
+
+def object_dump(obj: Any, file: str | os.PathLike[str]) -> None:
+    """Write ``obj`` (dicts, lists, strings, numbers) to ``file`` as JSON, atomically.
+
+    :raises TypeError: when ``obj`` holds what JSON cannot (an array, an object).
+    :raises TargetPathError: naming ``file`` when it cannot be written.
+    """
+    from tscore.npy_files import write_atomic
+
+    text = json.dumps(obj).encode("utf-8")  # a TypeError here leaves no file
+    write_atomic(os.fspath(file), lambda stream: stream.write(text))
+
+
+def object_load(file: str | os.PathLike[str]) -> Any:
+    """Read back what :func:`object_dump` wrote: JSON only, never a pickle (which could run code).
+
+    :raises ObjectFileError: naming ``file`` when it is missing or not JSON.
+    """
+    from tscore.json_files import read_json
+
+    return read_json(file, "object file", ObjectFileError, "write one with object_dump")

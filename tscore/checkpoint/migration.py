@@ -144,6 +144,7 @@ def convert_weight(
     trust_pickle: bool = False,
     pt_param_dict: Mapping[str, Any] | None = None,
     print_save_path: bool = True,
+    print_level: int | None = None,
 ) -> ConversionReport:
     """Convert a checkpoint through a weight map (TroubleShooter: torch to MindSpore; any pair the map names).
 
@@ -158,10 +159,16 @@ def convert_weight(
     :param format: the file format to write: ``"ckpt"``, ``"safetensors"``, or one a plugin
         writes (``"pdparams"``); by default the one ``ms_file_save_path``'s suffix names, else ``"ckpt"``.
     :param trust_pickle: let ``torch.load`` unpickle arbitrary objects; only for trusted files.
+    :param print_level: as the compare functions take it: 0 prints no table, 1 or 2 the table
+        (overrides ``print_conv_info``).
     :return: the conversion table as data.
     :raises WeightMapError: when the map does not name exactly the file's
         tensors (the first twenty of each kind are listed); nothing is written then.
     """
+    if print_level is not None:
+        if print_level not in (0, 1, 2):
+            raise ValueError(f"convert_weight: print_level must be 0, 1 or 2, got {print_level!r}")
+        print_conv_info = bool(print_level)
     given = pth_para_dict if pth_para_dict is not None else pt_param_dict
     target = _check_output(ms_file_save_path, "ms_file_save_path")
     format = _output_format(target, format, "ckpt", "convert_weight")

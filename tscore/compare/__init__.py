@@ -7,7 +7,13 @@ are paired.
 
 from __future__ import annotations
 
-from tscore.compare.engine import compare_arrays, compare_grads_dir, compare_npy_dir
+from tscore.compare.engine import (
+    compare_arrays,
+    compare_dict_dir,
+    compare_grads_dir,
+    compare_list_dir,
+    compare_npy_dir,
+)
 from tscore.compare.name_maps import (
     get_name_map_list_by_name,
     get_name_map_list_by_number,
@@ -22,7 +28,9 @@ __all__ = [
     "PairResult",
     "PairStatus",
     "compare_arrays",
+    "compare_dict_dir",
     "compare_grads_dir",
+    "compare_list_dir",
     "compare_npy_dir",
     "get_name_map_list_by_name",
     "get_name_map_list_by_number",

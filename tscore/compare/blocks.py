@@ -77,20 +77,26 @@ def judge(
     if dtypes_differ:
         messages.append(f"dtypes differ: {orig_dtype} vs {target_dtype}; values compared in float64")
     if stats is not None:
+        # no position finite on both sides, yet every one the same infinity: the arrays are equal, as
+        # TroubleShooter reads them (cosine 1, no difference); with a NaN nothing is defined, as there
+        same = stats.finite == 0 and stats.elements > 0 and stats.allclose and not stats.orig_nan
+        same = same and not stats.target_nan
         row.update(
             elements=stats.elements,
             allclose=stats.allclose and orig_shape == target_shape,
             ratio_close=stats.ratio_close,
-            cosine=stats.cosine,
-            mean_abs_diff=stats.mean_abs_diff,
-            max_abs_diff=stats.max_abs_diff,
-            max_rel_diff=stats.max_rel_diff,
+            cosine=1.0 if same else stats.cosine,
+            mean_abs_diff=0.0 if same else stats.mean_abs_diff,
+            max_abs_diff=0.0 if same else stats.max_abs_diff,
+            max_rel_diff=0.0 if same else stats.max_rel_diff,
             orig_nan=stats.orig_nan,
             orig_inf=stats.orig_inf,
             target_nan=stats.target_nan,
             target_inf=stats.target_inf,
         )
-        if stats.finite < stats.elements:
+        if same:
+            messages.append(f"no finite value: both hold the same {stats.orig_inf} inf at the same positions")
+        elif stats.finite < stats.elements:
             messages.append(
                 f"orig has {stats.orig_nan} NaN and {stats.orig_inf} inf, target {stats.target_nan} NaN "
                 f"and {stats.target_inf} inf; statistics cover the {stats.finite} positions finite on "

@@ -109,6 +109,8 @@ def _pairs_for(
         return name_maps.map_by_number(orig.npy, target.npy)
     if match == "shape":
         return name_maps.map_by_shape(orig, target)
+    if match == "key":
+        return name_maps.map_by_key(orig.npy, target.npy)
     raise ValueError(f"match must be one of {', '.join(MATCH_STRATEGIES)}, got {match!r}")
 
 
@@ -131,7 +133,7 @@ def compare_npy_dir(
 
     Files pair by identical name unless ``name_map_list`` (pairs of file
     names, None for no partner; see the ``get_name_map_list_by_*``
-    functions) or ``match`` (``"name"``, ``"number"``, ``"shape"``) says
+    functions) or ``match`` (``"name"``, ``"number"``, ``"shape"``, ``"key"``) says
     otherwise. Each pair gets ``numpy.allclose(orig, target, rtol, atol,
     equal_nan)``, the share of elements within tolerance, cosine
     similarity, mean and max absolute difference, max relative difference
@@ -238,5 +240,57 @@ def compare_grads_dir(
         num_processes=num_processes,
         print_level=print_level,
         match="shape",
+        kernel=kernel,
+    )
+
+
+def compare_list_dir(orig_dir: PathLike, target_dir: PathLike, *args: Any, **kwargs: Any) -> CompareReport:
+    """Compare two folders of lists saved by ``ts.save``, element by element in save order (TroubleShooter's).
+
+    Files pair in the order ``ts.save`` numbered them (its id, then the element's index), so a
+    folder written in spec 003's layout (``2_l_0.npy``, ``2_l_1.npy``) pairs with one written by
+    TroubleShooter 1.0.18 (``1_l.0.npy``, ``2_l.1.npy``). The arguments are
+    :func:`_compare_saved`'s, TroubleShooter's; otherwise as :func:`compare_npy_dir`.
+    """
+    return _compare_saved("number", orig_dir, target_dir, *args, **kwargs)
+
+
+def compare_dict_dir(orig_dir: PathLike, target_dir: PathLike, *args: Any, **kwargs: Any) -> CompareReport:
+    """Compare two folders of dicts saved by ``ts.save``, key by key (TroubleShooter's).
+
+    Files pair by the name and key they saved, whatever their ids (:func:`name_maps.saved_key`):
+    ``3_d_x.npy`` (spec 003) pairs with ``4_d.x.npy`` (TroubleShooter 1.0.18), and a dict saved
+    after one extra tensor in one run still pairs key by key. The arguments are
+    :func:`_compare_saved`'s, TroubleShooter's; otherwise as :func:`compare_npy_dir`.
+    """
+    return _compare_saved("key", orig_dir, target_dir, *args, **kwargs)
+
+
+def _compare_saved(
+    match: str,
+    orig_dir: PathLike,
+    target_dir: PathLike,
+    rtol: float = 1e-4,
+    atol: float = 1e-4,
+    equal_nan: bool = False,
+    compare_shape: bool = False,
+    output_file: PathLike | None = None,
+    num_processes: int | None = None,
+    *,
+    print_level: int = 1,
+    kernel: str | None = None,
+) -> CompareReport:
+    """Run :func:`compare_npy_dir` with ``match``, taking TroubleShooter's positional arguments."""
+    return compare_npy_dir(
+        orig_dir,
+        target_dir,
+        rtol,
+        atol,
+        equal_nan,
+        compare_shape=compare_shape,
+        output_file=output_file,
+        num_processes=num_processes,
+        print_level=print_level,
+        match=match,
         kernel=kernel,
     )

@@ -1,4 +1,4 @@
-"""Pairing the ``.npy`` files of two folders: by name, by number, by shape edit distance.
+"""Pairing the ``.npy`` files of two folders: by name, by number, by shape edit distance, by saved key.
 
 Each strategy returns ``[(orig_file, target_file), ...]`` with None on the
 side where a file has no partner, ready for ``name_map_list``.
@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -29,7 +30,7 @@ from tscore.npy_files import META_FILE_NAME
 logger = logging.getLogger(__name__)
 
 NameMap = list[tuple[str | None, str | None]]
-MATCH_STRATEGIES = ("name", "number", "shape")  # the strategies compare_npy_dir(match=...) names
+MATCH_STRATEGIES = ("name", "number", "shape", "key")  # the strategies compare_npy_dir(match=...) names
 
 _RANK_FOLDER = re.compile(r"^rank\d+$")
 
@@ -162,6 +163,39 @@ def map_by_name(orig: Sequence[str], target: Sequence[str]) -> PairIndex:
 def map_by_number(orig: Sequence[str], target: Sequence[str]) -> PairIndex:
     """Pair the i-th file of each ordered list; the longer list's extra files get None."""
     return name_lists.pair_by_number(_as_names(orig), _as_names(target))
+
+
+_SAVE_ID = re.compile(r"^\d+_")
+
+
+def saved_key(name: str) -> str:
+    """Say what a file of ``ts.save`` holds, the same whichever layout named it: its name without the id.
+
+    Spec 003 writes one id per call and joins keys with ``_`` (``3_d_x.npy``); TroubleShooter
+    1.0.18 writes one id per element and joins keys with ``.`` (``4_d.x.npy``): both give ``d_x``.
+    """
+    stem = name[: -len(".npy")] if name.endswith(".npy") else name
+    return _SAVE_ID.sub("", stem, count=1).replace(".", "_")
+
+
+def map_by_key(orig: Sequence[str], target: Sequence[str]) -> NameMap:
+    """Pair the files that saved the same name and key (:func:`saved_key`), the n-th with the n-th.
+
+    In ``orig``'s order; target files left without a partner follow, in their order.
+    """
+    waiting: dict[str, deque[str]] = {}
+    for name in target:
+        waiting.setdefault(saved_key(name), deque()).append(name)
+    taken: set[str] = set()
+    pairs: NameMap = []
+    for name in orig:
+        queue = waiting.get(saved_key(name))
+        partner = queue.popleft() if queue else None
+        if partner is not None:
+            taken.add(partner)
+        pairs.append((name, partner))
+    pairs += [(None, name) for name in target if name not in taken]
+    return pairs
 
 
 def align_by_edit_distance(

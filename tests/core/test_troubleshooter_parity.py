@@ -1,0 +1,193 @@
+"""TroubleShooter 1.0.18's functions that need no framework, under their names: a script changes one import.
+
+The folder that TroubleShooter 1.0.18 itself wrote (``tests/data/troubleshooter_1.0.18``, made by
+``tests/data/make_troubleshooter_saves.py`` in its own venv) pairs with tscore's saves of the same
+calls; ``cal_cosine_sim`` is checked against what TroubleShooter's computed there (``cosine.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tscore as ts
+from tscore.errors import ObjectFileError
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "data"))
+from make_troubleshooter_saves import cosine_cases, values
+
+SAVED_BY_TS = Path(__file__).parents[1] / "data" / "troubleshooter_1.0.18" / "saves"
+# what TroubleShooter 1.0.18 wrote -> what tscore writes for the same calls (spec 003's names)
+PARTNERS = {
+    "0_l.0.npy": "0_l_0.npy",
+    "1_l.1.npy": "0_l_1.npy",
+    "2_d.x.npy": "1_d_x.npy",
+    "3_d.y.npy": "1_d_y.npy",
+    "4_ls.0_bw.npy": "2_ls_0_bw.npy",
+}
+
+
+def _tscore_saves(folder: Path, extra_first: bool = False) -> Path:
+    v = values()
+    ts.reset_save_id()
+    if extra_first:
+        ts.save(str(folder / "other"), np.zeros(1, dtype=np.float32))
+    ts.save(str(folder / "l"), [v["a"], v["b"]])
+    ts.save(str(folder / "d"), {"x": v["x"], "y": v["y"]})
+    ts.save(str(folder / "ls"), [v["a"]], suffix="bw")
+    return folder
+
+
+def _pairs(report) -> dict[str, str | None]:
+    return {row.orig_name: row.target_name for row in report.pairs}
+
+
+@pytest.mark.parametrize("compare", ["compare_list_dir", "compare_dict_dir"])
+def test_a_folder_saved_by_troubleshooter_1_0_18_pairs_with_tscore_saves(tmp_path, compare):
+    ours = _tscore_saves(tmp_path / "ours")
+    assert sorted(p.name for p in ours.glob("*.npy")) == sorted(PARTNERS.values())
+    report = getattr(ts.migrator, compare)(SAVED_BY_TS, ours, print_level=0)
+    assert _pairs(report) == PARTNERS
+    assert report.passed and all(row.cosine == 1.0 for row in report.pairs)
+    # by name, as compare_npy_dir pairs, nothing would pair
+    assert ts.migrator.compare_npy_dir(SAVED_BY_TS, ours, print_level=0).counts.get("ok", 0) == 0
+
+
+def test_a_changed_value_is_the_one_failing_pair(tmp_path):
+    ours = _tscore_saves(tmp_path / "ours")
+    np.save(ours / "1_d_y.npy", values()["y"] * 1.5)
+    report = ts.migrator.compare_dict_dir(SAVED_BY_TS, ours, print_level=0)
+    failing = [row.target_name for row in report.pairs if not row.passed]
+    assert failing == ["1_d_y.npy"]
+
+
+def test_dicts_pair_key_by_key_when_one_run_saved_one_more_tensor_first(tmp_path):
+    shifted = _tscore_saves(tmp_path / "shifted", extra_first=True)  # every id one higher
+    plain = _tscore_saves(tmp_path / "plain")
+    report = ts.migrator.compare_dict_dir(plain, shifted, print_level=0)
+    pairs = _pairs(report)
+    assert pairs["1_d_x.npy"] == "2_d_x.npy" and pairs["0_l_1.npy"] == "1_l_1.npy"
+    assert report.counts.get("ok") == 5
+    assert [row.target_name for row in report.pairs if row.orig_name is None] == ["0_other.npy"]
+
+
+def test_cal_algorithm_gives_the_numbers_of_a_compare_row():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((4, 5))
+    b = a + rng.standard_normal((4, 5)) * 1e-3
+    allclose, ratio, cosine, (mean, biggest) = ts.migrator.cal_algorithm(a, b, 1e-4, 1e-4, False)
+    row = ts.migrator.compare_arrays(a, b)
+    assert (allclose, ratio, cosine, mean, biggest) == (
+        row.allclose,
+        row.ratio_close,
+        row.cosine,
+        row.mean_abs_diff,
+        row.max_abs_diff,
+    )
+    assert allclose is False and 0 < ratio < 1 and 0.99 < cosine < 1
+    assert ts.migrator.cal_algorithm(a, a, 1e-4, 1e-4, False) == (True, 1.0, 1.0, (0.0, 0.0))
+    assert ts.migrator.cal_algorithm(a, b.T, 1e-4, 1e-4, False)[0] == "Shape is inconsistent"
+    none = ts.migrator.cal_algorithm(None, b, 1e-4, 1e-4, False)
+    assert none[:2] == (False, 0) and np.isnan(none[2]) and all(np.isnan(none[3]))
+
+
+def test_cal_cosine_sim_agrees_with_troubleshooter_1_0_18():
+    theirs = json.loads((SAVED_BY_TS.parent / "cosine.json").read_text())
+    cases = cosine_cases()
+    assert set(theirs) == set(cases)
+    for key, (a, b) in cases.items():
+        ours = ts.migrator.cal_cosine_sim(a, b)
+        if theirs[key] is None:
+            assert np.isnan(ours), key
+        else:
+            assert ours == pytest.approx(theirs[key], abs=1e-12), key
+
+
+def test_arrays_equal_everywhere_infinities_included_read_as_identical(capsys):
+    a = np.array([np.inf, -np.inf, np.inf])
+    row = ts.migrator.compare_arrays(a, a.copy())
+    assert (row.cosine, row.mean_abs_diff, row.max_abs_diff, row.max_rel_diff) == (1.0, 0.0, 0.0, 0.0)
+    assert row.passed and "same 3 inf" in row.message
+    other = ts.migrator.compare_arrays(a, -a)
+    assert not other.passed and other.cosine is None
+
+
+def test_identical_infinities_print_as_troubleshooter_prints_them(tmp_path, capsys):
+    for side in ("orig", "target"):
+        (tmp_path / side).mkdir()
+        np.save(tmp_path / side / "0_t.npy", np.array([np.inf, -np.inf], dtype=np.float32))
+    ts.migrator.compare_npy_dir(tmp_path / "orig", tmp_path / "target")
+    line = next(line for line in capsys.readouterr().out.splitlines() if "0_t.npy" in line)
+    assert "True" in line and "100.00%" in line and "1.00000" in line and "0.00000, 0.00000" in line
+
+
+def test_object_dump_and_load_read_back_json_and_never_unpickle(tmp_path):
+    data = {"name_map": {"fc.weight": "fc.weight"}, "steps": [1, 2.5, None], "ok": True}
+    ts.widget.object_dump(data, tmp_path / "obj.json")
+    assert ts.widget.object_load(tmp_path / "obj.json") == data
+    (tmp_path / "code.pkl").write_bytes(pickle.dumps(os.system))  # a pickle runs code when loaded
+    with pytest.raises(ObjectFileError, match=r"code\.pkl"):
+        ts.widget.object_load(tmp_path / "code.pkl")
+    with pytest.raises(ObjectFileError, match="does not exist"):
+        ts.widget.object_load(tmp_path / "missing.json")
+    with pytest.raises(TypeError):
+        ts.widget.object_dump({"array": np.ones(2)}, tmp_path / "bad.json")
+    assert not (tmp_path / "bad.json").exists() and sorted(p.name for p in tmp_path.iterdir()) == [
+        "code.pkl",
+        "obj.json",
+    ]
+
+
+def test_fix_random_is_seed_all_under_troubleshooter_names():
+    assert ts.fix_random is ts.widget.fix_random
+    ts.fix_random(16)
+    first = np.random.random(3)
+    ts.fix_random()  # TroubleShooter's default seed, 16
+    assert np.array_equal(np.random.random(3), first)
+    assert os.environ["PYTHONHASHSEED"] == "16"
+
+
+def test_every_troubleshooter_migrator_and_widget_name_is_there():
+    migrator = {
+        "compare_list_dir",
+        "compare_dict_dir",
+        "cal_algorithm",
+        "cal_cosine_sim",
+        "convert_weight_and_load",
+        "save_net_and_weight_params",
+        "api_dump_init",
+        "api_dump_start",
+        "api_dump_stop",
+        "api_dump_compare",
+    }
+    widget = {"fix_random", "load_ms_weight2net", "object_load", "object_dump", "get_pt_grads"}
+    assert migrator <= set(ts.migrator.__all__) and all(callable(getattr(ts.migrator, n)) for n in migrator)
+    assert all(callable(getattr(ts.widget, n)) for n in widget)
+
+
+def test_the_helpers_import_no_framework():
+    code = (
+        "import sys, tscore as ts; ts.migrator.cal_cosine_sim; ts.widget.object_load; ts.fix_random; "
+        "print([m for m in sys.modules if m.split('.')[0] in ('torch', 'mindspore', 'paddle')])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_saves_of_troubleshooter_are_as_committed(tmp_path):
+    """The committed folder holds exactly what the generating script says, nothing touched by hand."""
+    assert sorted(p.name for p in SAVED_BY_TS.iterdir()) == sorted(PARTNERS)
+    v = values()
+    expected = {"0_l.0.npy": v["a"], "1_l.1.npy": v["b"], "2_d.x.npy": v["x"], "3_d.y.npy": v["y"]}
+    for name, array in expected.items():
+        assert np.array_equal(np.load(SAVED_BY_TS / name), array)
+    shutil.copytree(SAVED_BY_TS, tmp_path / "copy")  # readable as any folder of .npy files
+    assert ts.migrator.compare_npy_dir(SAVED_BY_TS, tmp_path / "copy", print_level=0).passed
