@@ -11,6 +11,7 @@ from tscore.plugins import hook
 from tscore.tensors import type_name
 
 if TYPE_CHECKING:
+    from tscore.loss_compare import LossCompareReport
     from tscore.netdiff.weights import LoadResult
 
 
@@ -90,3 +91,15 @@ def object_load(file: str | os.PathLike[str]) -> Any:
     from tscore.json_files import read_json
 
     return read_json(file, "object file", ObjectFileError, "write one with object_dump")
+
+
+def loss_compare(
+    left_file: Any, right_file: Any, title: str = "Loss Compare", **kwargs: Any
+) -> LossCompareReport:
+    """Compare the loss curves of two training logs: :func:`tscore.loss_compare.loss_compare`.
+
+    :param left_file: ``{"path": log, "loss_tag": "lm loss:", "label": "torch"}``, as in TroubleShooter.
+    """
+    from tscore.loss_compare import loss_compare as compare
+
+    return compare(left_file, right_file, title, **kwargs)
