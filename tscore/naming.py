@@ -60,18 +60,31 @@ def shape_name(shape: Sequence[int]) -> str:
     return f"tensor_{tuple(int(d) for d in shape)}"
 
 
+SPEC_003 = "spec003"  # one id per call, keys joined with "_": 2_l_0.npy, 2_l_1.npy
+TROUBLESHOOTER_1_0_18 = "1.0.18"  # one id per element, keys joined with ".": 1_l.0.npy, 2_l.1.npy
+LAYOUTS = (SPEC_003, TROUBLESHOOTER_1_0_18)
+
+
 def file_name(
     save_id: int | None,
     name: str,
     path: Sequence[str],
     suffix: str | None,
+    layout: str = SPEC_003,
 ) -> str:
-    """Build ``{id}_{name}[_{path...}][_{suffix}].npy`` from already cleaned parts."""
+    """Build ``{id}_{name}[_{path...}][_{suffix}].npy`` from already cleaned parts.
+
+    :param layout: :data:`TROUBLESHOOTER_1_0_18` joins the path to the name with dots
+        (``{id}_{name}.{path...}[_{suffix}].npy``), as TroubleShooter 1.0.18 writes.
+    """
     parts: list[str] = []
     if save_id is not None:
         parts.append(str(save_id))
-    parts.append(name)
-    parts.extend(path)
+    if layout == TROUBLESHOOTER_1_0_18:
+        parts.append(".".join([name, *path]))
+    else:
+        parts.append(name)
+        parts.extend(path)
     if suffix:
         parts.append(suffix)
     return "_".join(parts) + NPY_SUFFIX

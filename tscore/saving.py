@@ -92,12 +92,19 @@ def _write(
     save_id: int | None,
     suffix: str | None,
     items: list[_Converted],
+    layout: str = naming.SPEC_003,
 ) -> list[str]:
-    """Name, write and record converted tensors; return the paths written."""
+    """Name, write and record converted tensors; return the paths written.
+
+    With TroubleShooter 1.0.18's layout every item after the first takes the next id.
+    """
     plan: dict[str, _Converted] = {}
-    for item in items:
+    for index, item in enumerate(items):
         base = name or naming.shape_name(item.array.shape)
-        file = naming.file_name(save_id, base, item.path, suffix)
+        item_id = save_id
+        if layout == naming.TROUBLESHOOTER_1_0_18 and index and save_id is not None:
+            item_id = next_save_id()
+        file = naming.file_name(item_id, base, item.path, suffix, layout)
         if file in plan:
             raise InvalidNameError(
                 f"save: two tensors would both be written to {file!r}; "
@@ -233,6 +240,8 @@ def save(
     data: object,
     auto_id: bool = True,
     suffix: str | None = None,
+    *,
+    layout: str = naming.SPEC_003,
 ) -> list[str]:
     """Save a tensor, or a nested list/tuple/dict of tensors, as ``.npy`` files.
 
@@ -248,17 +257,22 @@ def save(
     :param auto_id: prefix the names with this call's id from the
         process-wide counter (shared with :func:`save_grad`).
     :param suffix: appended to every name, e.g. ``"torch"``.
+    :param layout: ``"spec003"`` (the default, above) or ``"1.0.18"``, the names TroubleShooter
+        1.0.18 writes: one id per tensor and the index or key after a dot (``1_l.0.npy``,
+        ``2_l.1.npy``, ``3_d.x_torch.npy``). The compare functions read either.
     :return: the paths written.
     :raises UnsupportedObjectError: (a ``TypeError``) naming the type of an
         object that is not a tensor.
     :raises TargetPathError: (an ``OSError``) naming a folder or file that
         cannot be written.
     """
+    if layout not in naming.LAYOUTS:
+        raise ValueError(f"save: layout must be one of {', '.join(naming.LAYOUTS)}, not {layout!r}")
     folder, name = naming.split_target(file)
     suffix = naming.clean_part(suffix, "suffix") if suffix else None
     save_id = next_save_id() if auto_id else None
     items = [_convert(path, tensor) for path, tensor in _leaves(data, ())]
-    return _write(folder, name, save_id, suffix, items)
+    return _write(folder, name, save_id, suffix, items, layout)
 
 
 @dataclass(frozen=True)

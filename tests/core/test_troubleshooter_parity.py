@@ -35,14 +35,14 @@ PARTNERS = {
 }
 
 
-def _tscore_saves(folder: Path, extra_first: bool = False) -> Path:
+def _tscore_saves(folder: Path, extra_first: bool = False, layout: str = "spec003") -> Path:
     v = values()
     ts.reset_save_id()
     if extra_first:
         ts.save(str(folder / "other"), np.zeros(1, dtype=np.float32))
-    ts.save(str(folder / "l"), [v["a"], v["b"]])
-    ts.save(str(folder / "d"), {"x": v["x"], "y": v["y"]})
-    ts.save(str(folder / "ls"), [v["a"]], suffix="bw")
+    ts.save(str(folder / "l"), [v["a"], v["b"]], layout=layout)
+    ts.save(str(folder / "d"), {"x": v["x"], "y": v["y"]}, layout=layout)
+    ts.save(str(folder / "ls"), [v["a"]], suffix="bw", layout=layout)
     return folder
 
 
@@ -59,6 +59,17 @@ def test_a_folder_saved_by_troubleshooter_1_0_18_pairs_with_tscore_saves(tmp_pat
     assert report.passed and all(row.cosine == 1.0 for row in report.pairs)
     # by name, as compare_npy_dir pairs, nothing would pair
     assert ts.migrator.compare_npy_dir(SAVED_BY_TS, ours, print_level=0).counts.get("ok", 0) == 0
+
+
+def test_save_writes_troubleshooter_1_0_18s_names_when_asked(tmp_path):
+    ours = _tscore_saves(tmp_path / "ours", layout="1.0.18")
+    assert sorted(p.name for p in ours.glob("*.npy")) == sorted(PARTNERS)
+    for name in PARTNERS:
+        assert np.array_equal(np.load(ours / name), np.load(SAVED_BY_TS / name)), name
+    report = ts.migrator.compare_npy_dir(SAVED_BY_TS, ours, print_level=0)
+    assert report.passed and report.counts["ok"] == 5
+    with pytest.raises(ValueError, match="layout"):
+        ts.save(str(tmp_path / "x"), np.zeros(1), layout="1.0.17")
 
 
 def test_a_changed_value_is_the_one_failing_pair(tmp_path):
