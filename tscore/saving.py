@@ -242,6 +242,7 @@ def save(
     suffix: str | None = None,
     *,
     layout: str = naming.SPEC_003,
+    output_mode: str = "npy",
 ) -> list[str]:
     """Save a tensor, or a nested list/tuple/dict of tensors, as ``.npy`` files.
 
@@ -260,7 +261,10 @@ def save(
     :param layout: ``"spec003"`` (the default, above) or ``"1.0.18"``, the names TroubleShooter
         1.0.18 writes: one id per tensor and the index or key after a dot (``1_l.0.npy``,
         ``2_l.1.npy``, ``3_d.x_torch.npy``). The compare functions read either.
-    :return: the paths written.
+    :param output_mode: ``"npy"`` writes files; ``"print"`` prints each tensor in full to
+        stdout after the marker ``_TS_SAVE_NAME:{name}`` (TroubleShooter's), for a run that
+        cannot write files; ``ts.widget.save_convert`` turns the printed text into the files.
+    :return: the paths written (none when printing).
     :raises UnsupportedObjectError: (a ``TypeError``) naming the type of an
         object that is not a tensor.
     :raises TargetPathError: (an ``OSError``) naming a folder or file that
@@ -268,11 +272,25 @@ def save(
     """
     if layout not in naming.LAYOUTS:
         raise ValueError(f"save: layout must be one of {', '.join(naming.LAYOUTS)}, not {layout!r}")
+    if output_mode not in ("npy", "print"):
+        raise ValueError(f"save: output_mode must be 'npy' or 'print', not {output_mode!r}")
     folder, name = naming.split_target(file)
     suffix = naming.clean_part(suffix, "suffix") if suffix else None
     save_id = next_save_id() if auto_id else None
     items = [_convert(path, tensor) for path, tensor in _leaves(data, ())]
+    if output_mode == "print":
+        _print(name, suffix, items, layout)
+        return []
     return _write(folder, name, save_id, suffix, items, layout)
+
+
+def _print(name: str, suffix: str | None, items: list[_Converted], layout: str) -> None:
+    """Print each tensor after its marker, named as its file less the id (save_convert numbers them)."""
+    from tscore.printed_tensors import MARK, format_tensor
+
+    for item in items:
+        file = naming.file_name(None, name or naming.shape_name(item.array.shape), item.path, suffix, layout)
+        print(f"{MARK}{file[: -len(naming.NPY_SUFFIX)]}\n{format_tensor(item.array)}", flush=True)
 
 
 @dataclass(frozen=True)

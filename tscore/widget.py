@@ -13,6 +13,7 @@ from tscore.tensors import type_name
 if TYPE_CHECKING:
     from tscore.loss_compare import LossCompareReport
     from tscore.netdiff.weights import LoadResult
+    from tscore.printed_tensors import ConvertedTensor
 
 
 def get_grads(model: object, grads: object | None = None) -> dict[str, object]:
@@ -103,3 +104,18 @@ def loss_compare(
     from tscore.loss_compare import loss_compare as compare
 
     return compare(left_file, right_file, title, **kwargs)
+
+
+def save_convert(file: str | os.PathLike[str], output_path: str | os.PathLike[str]) -> list[ConvertedTensor]:
+    """Turn the text a run printed with ``ts.save(..., output_mode="print")`` into ``.npy`` files.
+
+    Reads tscore's prints and MindSpore's own ``ops.print_`` output after TroubleShooter's
+    marker; each tensor becomes ``{n}_{name}.npy`` (n counting from 0), as TroubleShooter's
+    ``save_convert`` names them. A tensor cut short or summarised by the print is a row with
+    its error; the others are written.
+
+    :return: one row per tensor printed: its name, file, shape and dtype, or its error.
+    """
+    from tscore.printed_tensors import convert_printed
+
+    return convert_printed(file, output_path)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import mindspore as ms
 import numpy as np
 from mindspore import nn
@@ -30,3 +33,45 @@ def test_save_net_and_weight_params_then_load_ms_weight2net(tmp_path):
         assert np.array_equal(mine.asnumpy(), theirs.asnumpy()), mine.name
     # MindSpore's own reader takes the file
     assert set(ms.load_checkpoint(written["weights"])) == {p.name for p in net.get_parameters()}
+
+
+PRINTING_NET = """
+import numpy as np
+import mindspore as ms
+from mindspore import nn, ops
+
+ms.set_context(mode=ms.GRAPH_MODE)
+
+
+class Net(nn.Cell):
+    def construct(self, x, ids, big):
+        ops.print_("_TS_SAVE_NAME:x", x)
+        y = ops.relu(x) * 2
+        ops.print_("_TS_SAVE_NAME:y_half", y.astype(ms.float16))
+        ops.print_("_TS_SAVE_NAME:ids", ids)
+        ops.print_("_TS_SAVE_NAME:big", big)
+        return y
+
+
+rng = np.random.default_rng(0)
+x = rng.standard_normal((2, 3)).astype(np.float32)
+np.save("x.npy", x)
+big = rng.standard_normal((40, 50)).astype(np.float32)
+Net()(ms.Tensor(x), ms.Tensor(np.arange(4, dtype=np.int32)), ms.Tensor(big))
+"""
+
+
+def test_save_convert_reads_what_mindspores_own_print_wrote_in_graph_mode(tmp_path):
+    (tmp_path / "net.py").write_text(PRINTING_NET)
+    out = subprocess.run(
+        [sys.executable, "net.py"], cwd=tmp_path, capture_output=True, text=True, check=True, timeout=300
+    )
+    (tmp_path / "screen.log").write_text(out.stdout)
+    rows = {r.name: r for r in ts.widget.save_convert(tmp_path / "screen.log", tmp_path / "npy")}
+    assert list(rows) == ["x", "y_half", "ids", "big"]
+    x = np.load(tmp_path / "x.npy")
+    assert np.array_equal(np.load(rows["x"].file), x)  # MindSpore prints float32 with 9 digits: exact
+    assert rows["y_half"].dtype == "float16"
+    assert np.array_equal(np.load(rows["y_half"].file), (np.maximum(x, 0) * 2).astype(np.float16))
+    assert np.array_equal(np.load(rows["ids"].file), np.arange(4, dtype=np.int32))
+    assert rows["big"].file is None and "summarised" in rows["big"].error

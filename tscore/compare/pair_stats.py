@@ -168,18 +168,21 @@ def _numpy_chunk(
     x, y, d, t = scratch.x[:n], scratch.y[:n], scratch.d[:n], scratch.t[:n]
     x[...] = a
     y[...] = b
-    dot_aa, dot_bb = float(x @ x), float(y @ y)  # NaN/inf propagate: a cheap test for all-finite
+    with np.errstate(over="ignore"):  # finite values beyond 1e154 square to inf: handled below, no warning
+        dot_aa, dot_bb = float(x @ x), float(y @ y)  # NaN/inf propagate: a cheap test for all-finite
     if not (math.isfinite(dot_aa) and math.isfinite(dot_bb)):
         both = _nonfinite(x, y, equal_nan, stats)
         if both is not None:
             x, y = x[both], y[both]
             n = x.size
             d, t = d[:n], t[:n]
-            dot_aa, dot_bb = float(x @ x), float(y @ y)
+            with np.errstate(over="ignore"):
+                dot_aa, dot_bb = float(x @ x), float(y @ y)
     stats.finite = n
     if n == 0:
         return stats
-    stats.dot_aa, stats.dot_bb, stats.dot_ab = dot_aa, dot_bb, float(x @ y)
+    with np.errstate(over="ignore"):
+        stats.dot_aa, stats.dot_bb, stats.dot_ab = dot_aa, dot_bb, float(x @ y)
     np.subtract(x, y, out=d)
     stats.sum_sq = float(d @ d)
     np.abs(d, out=d)
