@@ -35,6 +35,7 @@ import numpy as np
 
 from tscore.checkpoint.contents import CheckpointContents
 from tscore.dtypes import neutral_dtype
+from tscore.graph_nodes import GraphNode
 from tscore.hookspecs import hookimpl
 from tscore.module_hooks import HookHandles, LayerInfo, ModuleRecorder
 from tscore.runtime import Runtime
@@ -71,6 +72,7 @@ HOOK_METHODS: dict[str, tuple[str | tuple[str, ...], ...]] = {
     "ts_tensor_stats": ("tensor_types", "tensor_stats"),
     "ts_tensor_key": ("tensor_types", "tensor_key"),
     "ts_current_rank": ("current_rank",),
+    "ts_read_graph_file": ("read_graph_file",),
 }
 
 
@@ -249,6 +251,10 @@ class Backend:
         """Answer ``ts_current_rank``: the distributed rank when your framework knows it."""
         raise NotImplementedError
 
+    def read_graph_file(self, path: str) -> Sequence[GraphNode] | None:
+        """Answer ``ts_read_graph_file``: a graph file of your framework's format as records, else None."""
+        raise NotImplementedError
+
     # ------------------------------------------------------------ the hooks
 
     @hookimpl
@@ -411,6 +417,11 @@ class Backend:
     def ts_current_rank(self) -> int | None:
         """Give the distributed rank, when your framework is imported and knows it."""
         return self.current_rank() if self.imported() is not None else None
+
+    @hookimpl
+    def ts_read_graph_file(self, path: str) -> Sequence[GraphNode] | None:
+        """Read a graph file of your framework's format."""
+        return self.read_graph_file(path)
 
     @hookimpl
     def ts_prepare_runtime(self, runtime: Runtime) -> None:

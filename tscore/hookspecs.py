@@ -50,6 +50,7 @@ import numpy as np
 import pluggy
 
 from tscore.checkpoint.contents import CheckpointContents
+from tscore.graph_nodes import GraphNode
 from tscore.module_hooks import HookHandles, LayerInfo, ModuleRecorder
 from tscore.runtime import Runtime
 from tscore.tensor_meta import FrameworkInfo, ModelInfo, TensorMeta
@@ -553,4 +554,23 @@ def ts_run_forward(
     of every layer for the run and restore each layer's own mode before
     returning, whether the run succeeded or raised; let the exception of a
     failed run propagate unchanged.
+    """
+
+
+@hookspec(firstresult=True)
+def ts_read_graph_file(path: str) -> Sequence[GraphNode] | None:
+    """Read a computation graph your framework saved (MindSpore's ANF IR ``.pb``) into plain records.
+
+    ``firstresult``: answer only for a file of your framework's format;
+    return ``None`` for any other (tscore then says that no plugin reads it).
+    ``precision_tracker`` lists from these records the operators whose
+    precision your backend changed.
+
+    :param path: the file.
+    :return: one :class:`tscore.graph_nodes.GraphNode` per operator, in the
+        graph's order: its unique ``name`` (what other nodes' inputs name as
+        their ``source``), ``full_name`` with its scope, ``op_type``, its
+        attributes as text (``precision_flag``: ``raise``/``reduce`` when the
+        backend changed its precision), its inputs with shape and dtype, and
+        its output's shape and dtype.
     """

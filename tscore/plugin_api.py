@@ -9,7 +9,7 @@ nothing else of tscore (a test checks the import graph):
 * The records hooks take and return: :class:`TensorMeta`,
   :class:`FrameworkInfo`, :class:`ModelInfo`, :class:`LayerInfo`,
   :class:`ModuleRecorder`, :class:`HookHandles`, :class:`CheckpointContents`,
-  :class:`Runtime`, :class:`ValueTransform`.
+  :class:`Runtime`, :class:`ValueTransform`, :class:`GraphNode` and :class:`GraphInput`.
 * Errors: :class:`TscoreError`, :class:`UnsupportedObjectError`,
   :class:`CheckpointReadError`, :class:`UnsafePickleError`.
 * Helpers a backend uses: :func:`hook_layers` (forward pre- and post-hooks
@@ -33,6 +33,7 @@ from tscore.checkpoint.safe_pickle import UnsafePickleError, restricted_unpickle
 from tscore.checkpoint.transforms import ValueTransform
 from tscore.dtypes import NEUTRAL_DTYPES, neutral_dtype
 from tscore.errors import TscoreError, UnsupportedObjectError
+from tscore.graph_nodes import GraphInput, GraphNode
 from tscore.hookspecs import PROJECT_NAME, hookimpl, hookspec
 from tscore.json_files import read_package_json
 from tscore.module_hooks import (
@@ -55,6 +56,8 @@ __all__ = [
     "CheckpointContents",
     "CheckpointReadError",
     "FrameworkInfo",
+    "GraphInput",
+    "GraphNode",
     "HookHandles",
     "LayerInfo",
     "ModelInfo",

@@ -119,3 +119,15 @@ def save_convert(file: str | os.PathLike[str], output_path: str | os.PathLike[st
     from tscore.printed_tensors import convert_printed
 
     return convert_printed(file, output_path)
+
+
+def precision_tracker(
+    pb_file: str | os.PathLike[str], precision_flags: Any = ("normal", "raise", "reduce"), **kwargs: Any
+) -> list[dict[str, Any]]:
+    """List a saved graph's operators by precision flag in a CSV (:mod:`tscore.precision_tracker`).
+
+    :param kwargs: ``output_path`` and ``output_filename``, as in TroubleShooter.
+    """
+    from tscore.precision_tracker import precision_tracker as track
+
+    return track(pb_file, precision_flags, **kwargs)

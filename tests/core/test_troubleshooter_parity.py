@@ -202,3 +202,14 @@ def test_the_saves_of_troubleshooter_are_as_committed(tmp_path):
         assert np.array_equal(np.load(SAVED_BY_TS / name), array)
     shutil.copytree(SAVED_BY_TS, tmp_path / "copy")  # readable as any folder of .npy files
     assert ts.migrator.compare_npy_dir(SAVED_BY_TS, tmp_path / "copy", print_level=0).passed
+
+
+def test_precision_tracker_says_which_plugin_reads_graph_files(tmp_path):
+    from tscore.precision_tracker import GraphFileError
+
+    (tmp_path / "graph.pb").write_bytes(b"\x00\x01 not a graph")
+    with pytest.raises(GraphFileError, match=r"graph\.pb.*ts_mindspore"):
+        ts.widget.precision_tracker(tmp_path / "graph.pb")
+    with pytest.raises(ValueError, match="precision_flags"):
+        ts.widget.precision_tracker(tmp_path / "graph.pb", ("lower",))
+    assert not list(tmp_path.glob("*.csv"))

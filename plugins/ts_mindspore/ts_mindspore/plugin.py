@@ -26,7 +26,15 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from tscore.plugin_api import Backend, HookHandles, LayerInfo, ModuleRecorder, Runtime, read_package_json
+from tscore.plugin_api import (
+    Backend,
+    GraphNode,
+    HookHandles,
+    LayerInfo,
+    ModuleRecorder,
+    Runtime,
+    read_package_json,
+)
 
 if importlib.util.find_spec("mindspore") is None:
     raise ImportError("ts_mindspore needs MindSpore, which is not installed (pip install mindspore)")
@@ -217,6 +225,12 @@ class MindSporeBackend(Backend):
     def dump_api_names(self) -> Mapping[str, Mapping[str, Any]]:
         """Answer ``ts_dump_api_names``: MindSpore's dumped APIs as neutral operations (a data file)."""
         return read_package_json("ts_mindspore", "dump_api_names.json")  # type: ignore[no-any-return]
+
+    def read_graph_file(self, path: str) -> list[GraphNode] | None:
+        """Answer ``ts_read_graph_file``: an ANF IR ``.pb`` as graph records; None for other files."""
+        from ts_mindspore.ir_graph import read_ir_graph
+
+        return read_ir_graph(path)
 
     def current_rank(self) -> int | None:
         """Return MindSpore's rank once its communication is initialised (``init()``), else None."""
