@@ -6,8 +6,9 @@ Run from the repository root, in TroubleShooter's environment (``nox -s bench_co
 
 The calls are those of ``SAVES`` below, with torch tensors made from fixed numbers; the same calls
 made with ``tscore.save`` write spec 003's names, and the tests pair the two folders. TroubleShooter
-1.0.18 gives one id per element and joins keys with dots (``1_l.0.npy``, ``3_d.x.npy``,
-``6_ls.0_bw.npy``), where spec 003 writes ``0_l_0.npy``, ``1_d_x.npy``, ``2_ls_0_bw.npy``.
+1.0.18 gives one id per element and joins keys with dots (``0_l.0.npy``, ``1_l.1.npy``,
+``2_d.x.npy``, ``4_ls.0_bw.npy``), where spec 003 writes ``0_l_0.npy``, ``0_l_1.npy``,
+``1_d_x.npy``, ``2_ls_0_bw.npy``.
 
 ``cosine.json`` holds what TroubleShooter's ``cal_cosine_sim`` returns for each pair of
 :func:`cosine_cases` (NaN written as null).
@@ -46,6 +47,10 @@ def cosine_cases() -> dict[str, tuple[np.ndarray, np.ndarray]]:
         "one_zero": (np.zeros(4), np.ones(4)),
         "matrix": (rng.standard_normal((3, 4)), rng.standard_normal((3, 4))),
         "opposite": (np.arange(1.0, 5.0), -np.arange(1.0, 5.0)),
+        # where tscore deliberately differs: NaN and inf left out, tiny norms not taken for zero
+        "nan": (np.array([1.0, np.nan, 3.0]), np.array([1.0, np.nan, 3.0])),
+        "inf": (np.array([1.0, np.inf, 3.0]), np.array([1.0, np.inf, 3.5])),
+        "tiny": (np.array([1e-20, 2e-20]), np.array([2e-20, 1e-20])),
     }
 
 

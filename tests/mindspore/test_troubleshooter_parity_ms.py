@@ -13,8 +13,12 @@ import tscore as ts
 
 
 def _cell(seed: int) -> nn.Cell:
-    ms.set_seed(seed)
-    return nn.SequentialCell(nn.Dense(4, 3), nn.ReLU(), nn.Dense(3, 2))
+    """A small cell with weights drawn from numpy (MindSpore's global seed is left as it is)."""
+    cell = nn.SequentialCell(nn.Dense(4, 3), nn.ReLU(), nn.Dense(3, 2))
+    rng = np.random.default_rng(seed)
+    for param in cell.get_parameters():
+        param.set_data(ms.Tensor(rng.standard_normal(param.shape).astype(np.float32)))
+    return cell
 
 
 def test_save_net_and_weight_params_then_load_ms_weight2net(tmp_path):

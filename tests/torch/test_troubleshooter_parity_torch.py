@@ -24,6 +24,17 @@ class Net(nn.Module):
         return self.fc(torch.relu(self.bn(self.conv(x))).flatten(1))
 
 
+@pytest.fixture(autouse=True)
+def _no_api_dump_left():
+    """Every test starts and ends with no api_dump state: no network held, no dump running."""
+    from tscore.dump import api_dump
+
+    yield
+    if api_dump._state.debugger is not None:
+        api_dump._state.debugger.stop()
+    api_dump._state.__init__()
+
+
 def _net(seed: int) -> Net:
     torch.manual_seed(seed)
     return Net().eval()
@@ -48,10 +59,10 @@ def test_save_net_and_weight_params_writes_troubleshooters_files_and_they_load_b
     assert result.complete and result.loaded == len(net.state_dict())
     for name, value in net.state_dict().items():
         assert torch.equal(other.state_dict()[name], value), name
-    named = ts.migrator.save_net_and_weight_params(net, tmp_path / "named", weight_params_filename="w.pth")
-    assert named["weights"].endswith("w.pth") and torch.load(named["weights"], weights_only=True).keys() == (
-        net.state_dict().keys()
-    )
+    for name in ("w.pth", "w", "w.ckpt"):  # torch's own format whatever the name, as TroubleShooter writes
+        named = ts.migrator.save_net_and_weight_params(net, tmp_path / "named", weight_params_filename=name)
+        assert named["weights"].endswith(name)
+        assert torch.load(named["weights"], weights_only=True).keys() == net.state_dict().keys()
 
 
 def test_loading_a_checkpoint_of_another_network_says_what_did_not_fit(tmp_path):
@@ -75,11 +86,12 @@ def test_convert_weight_takes_print_level(tmp_path, capsys):
         ts.migrator.convert_weight(*args, tmp_path / "bad.safetensors", print_level=5)
 
 
-def _dump_step(net: Net, folder, x: torch.Tensor) -> None:
+def _dump_steps(net: Net, folder, x: torch.Tensor, steps: int = 1) -> None:
     ts.migrator.api_dump_init(net, folder)
-    ts.migrator.api_dump_start(dump_type="statistics")
-    net(x)
-    ts.migrator.api_dump_stop()
+    for _ in range(steps):
+        ts.migrator.api_dump_start(dump_type="statistics")
+        net(x)
+        ts.migrator.api_dump_stop()
 
 
 def test_api_dump_entries_dump_and_compare_and_say_what_replaces_them(tmp_path):
@@ -89,23 +101,26 @@ def test_api_dump_entries_dump_and_compare_and_say_what_replaces_them(tmp_path):
         changed.fc.weight.mul_(1.5)  # the planted difference: the last layer's weights
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _dump_step(base, tmp_path / "base", x)
-        _dump_step(changed, tmp_path / "changed", x)
-        report = ts.migrator.api_dump_compare(tmp_path / "base", tmp_path / "changed")
+        _dump_steps(base, tmp_path / "base", x, steps=2)
+        _dump_steps(changed, tmp_path / "changed", x, steps=2)
+        reports = ts.migrator.api_dump_compare(
+            tmp_path / "base", tmp_path / "changed", tmp_path / "new" / "out"
+        )
     messages = [str(w.message) for w in caught if w.category is DeprecationWarning]
     assert any("api_dump_init" in m and "ts.dump.Debugger" in m for m in messages)
     assert any("api_dump_compare" in m and "compare_dumps" in m for m in messages)
-    assert (tmp_path / "base" / "step0" / "rank0").is_dir()
-    first = report.first_error
-    assert first is not None and "linear" in first.target_call
-    assert first.status == "weights"  # the weights of the call differ: said so, not an error of its own
-    assert report.counts().get("ok", 0) >= 3  # conv, batch norm, relu agree
+    assert sorted(p.name for p in (tmp_path / "base").iterdir() if p.is_dir()) == ["step0", "step1"]
+    assert len(reports) == 2  # each step with its namesake
+    for report in reports:
+        first = report.first_error
+        assert first is not None and "linear" in first.target_call
+        assert first.status == "weights"  # the weights of the call differ: said so, not an error of its own
+        assert report.counts().get("ok", 0) >= 3  # conv, batch norm, relu agree
+    written = sorted(p.name.split("_")[2] for p in (tmp_path / "new" / "out").glob("compare_result*.csv"))
+    assert written == ["step0", "step1"]  # the output folder was created, one CSV per step
 
 
 def test_api_dump_start_before_init_and_bad_arguments_are_clear_errors(tmp_path):
-    from tscore.dump import api_dump
-
-    api_dump._state.__init__()
     with pytest.raises(RuntimeError, match="api_dump_init"), pytest.warns(DeprecationWarning):
         ts.migrator.api_dump_start()
     with pytest.warns(DeprecationWarning):
@@ -114,6 +129,13 @@ def test_api_dump_start_before_init_and_bad_arguments_are_clear_errors(tmp_path)
         ts.migrator.api_dump_start(dump_type="xlsx")
     with pytest.raises(ValueError, match="overflow"), pytest.warns(DeprecationWarning):
         ts.migrator.api_dump_start(overflow_check=True)
+    with pytest.raises(ValueError, match=r"api_dump_start: mode 'bogus'"), pytest.warns(DeprecationWarning):
+        ts.migrator.api_dump_start(mode="bogus")
+    with (
+        pytest.raises(ValueError, match=r"api_dump_start\(mode='range'\) needs"),
+        pytest.warns(DeprecationWarning),
+    ):
+        ts.migrator.api_dump_start(mode="range", scope=["Functional_relu_0_forward"])
 
 
 def test_the_api_dump_leaves_the_run_as_it_was(tmp_path):

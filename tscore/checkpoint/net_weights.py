@@ -72,7 +72,7 @@ def save_net_and_weight_params(
 
     TroubleShooter's files, for a network of framework ``fw``: ``{fw}_troubleshooter_create``
     with the framework's checkpoint suffix (``.pth``, ``.ckpt``, else ``.safetensors``; or
-    ``weight_params_filename``),
+    ``weight_params_filename``, written in that format whatever its suffix),
     ``{fw}_net_architecture.txt``, and, for a network of another framework than MindSpore
     (TroubleShooter's target), ``{fw}_net_map.json`` from :func:`get_weight_map` when the
     MindSpore plugin is installed (a warning says why not otherwise).
@@ -87,8 +87,10 @@ def save_net_and_weight_params(
         os.makedirs(folder, mode=0o700, exist_ok=True)
     except OSError as exc:
         raise TargetPathError(f"save_net_and_weight_params: cannot create {folder!r}: {exc}") from exc
-    name = weight_params_filename or f"{framework}_troubleshooter_create{_suffix(framework)}"
-    weights = save_checkpoint(model_state(net, "net"), os.path.join(folder, name), framework=framework)
+    kind, suffix = _own_format(framework)
+    name = weight_params_filename or f"{framework}_troubleshooter_create{suffix}"
+    path = os.path.join(folder, name)
+    weights = save_checkpoint(model_state(net, "net"), path, format=kind, framework=framework)
     written = {"weights": weights}
     text = str(net).encode("utf-8")
     architecture = os.path.join(folder, f"{framework}_net_architecture.txt")
@@ -104,9 +106,12 @@ def save_net_and_weight_params(
     return written
 
 
-def _suffix(framework: str) -> str:
-    """Return the suffix of ``framework``'s own checkpoints (``.pth``, ``.ckpt``); else ``.safetensors``."""
+def _own_format(framework: str) -> tuple[str, str]:
+    """Return the kind and suffix of ``framework``'s own checkpoints (``pth``, ``ckpt``); else safetensors.
+
+    The weights are written in it whatever name the user gives them, as TroubleShooter does.
+    """
     for suffix, kind in suffix_kinds().items():
         if KIND_FRAMEWORK.get(kind) == framework:
-            return suffix
-    return ".safetensors"  # written by tscore itself, read by every framework
+            return kind, suffix
+    return "safetensors", ".safetensors"  # written by tscore itself, read by every framework

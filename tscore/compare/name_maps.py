@@ -174,8 +174,10 @@ def saved_key(name: str) -> str:
     Spec 003 writes one id per call and joins keys with ``_`` (``3_d_x.npy``); TroubleShooter
     1.0.18 writes one id per element and joins keys with ``.`` (``4_d.x.npy``): both give ``d_x``.
     """
-    stem = name[: -len(".npy")] if name.endswith(".npy") else name
-    return _SAVE_ID.sub("", stem, count=1).replace(".", "_")
+    folder, _, base = name.rpartition("/")  # "rank0/3_d_x.npy": the rank folder stays part of the key
+    stem = base[: -len(".npy")] if base.endswith(".npy") else base
+    key = _SAVE_ID.sub("", stem, count=1).replace(".", "_")
+    return f"{folder}/{key}" if folder else key
 
 
 def map_by_key(orig: Sequence[str], target: Sequence[str]) -> NameMap:

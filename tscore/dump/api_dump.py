@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DUMP_TYPES = ("all", "statistics", "stack", "npy")
+MODES = ("all", "list", "range", "api_list")  # TroubleShooter's; scope names the calls or APIs
+_STEP = re.compile(r"^step(\d+)$")
 
 
 class _ApiDump:
@@ -86,6 +89,12 @@ def api_dump_start(
     _deprecated("api_dump_start()", "ts.dump.Debugger(...).start(net)")
     if _state.output_path is None:
         raise RuntimeError("api_dump_start: call api_dump_init(net, output_path) first")
+    names = list(scope or [])
+    if mode not in MODES:
+        raise DumpConfigError(f"api_dump_start: mode {mode!r} is not one of {', '.join(MODES)}")
+    if (mode in ("list", "api_list") and not names) or (mode == "range" and len(names) != 2):
+        wanted = "the first and last call" if mode == "range" else "the calls or APIs to dump"
+        raise DumpConfigError(f"api_dump_start(mode={mode!r}) needs scope=[{wanted}], got {names!r}")
     if dump_type not in DUMP_TYPES:
         raise DumpConfigError(
             f"api_dump_start: dump_type {dump_type!r} is not one of {', '.join(DUMP_TYPES)}"
@@ -97,7 +106,6 @@ def api_dump_start(
         )
     from tscore.ptdbg import _mode_config  # ptdbg's modes, which TroubleShooter's are
 
-    names = list(scope or [])
     values = _mode_config(mode, names, names)
     values.update(
         task="statistics" if dump_type == "statistics" else "tensor",
@@ -140,25 +148,60 @@ def api_dump_compare(
     equal_nan: bool = False,
     ignore_unmatched: bool = False,
     **kwargs: Any,
-) -> DumpCompareReport:
-    """Compare two API dumps, the target run against the origin one: :func:`tscore.dump.compare_dumps`.
+) -> list[DumpCompareReport]:
+    """Compare two API dumps step by step, the target run against the origin one (:func:`compare_dumps`).
 
-    :param origin_path: the dump folder of the run that is right (an ``output_path`` of
-        :func:`api_dump_init` holding one step, or a ``step{k}/rank{r}`` folder).
-    :param output_path: an existing folder for the CSV and advisor file; None writes nothing.
+    :param origin_path: the ``output_path`` of :func:`api_dump_init` in the run that is right:
+        each ``step{k}`` folder both runs dumped is compared with its namesake (one per
+        start/stop pair); a single step or rank folder works too.
+    :param output_path: the folder for each step's CSV and advisor file (``_step{k}`` in their
+        names), created if missing; None writes nothing.
     :param rtol: accepted with ``atol`` and ``equal_nan``: the dump comparison judges each call
         by its scale-free error (see :func:`tscore.dump.compare_dumps`'s ``tolerance``).
-    :param ignore_unmatched: leave the calls made in one run only out of the printed summary.
-    :return: the report: every call's verdict, the first call with an error of its own.
+    :param ignore_unmatched: say nothing of the calls made in one run only.
+    :return: one report per step compared: every call's verdict, the first with an error of its own.
+    :raises DumpReadError: naming a folder that holds no dump, or two runs with no step in common.
     """
     del rtol, atol, equal_nan, kwargs
     _deprecated(
         "api_dump_compare(origin_path, target_path)", "ts.dump.compare_dumps(target_path, origin_path)"
     )
-    from tscore.dump_compare import compare_dumps
+    from tscore.dump_compare import DumpReadError, compare_dumps
 
-    report = compare_dumps(target_path, origin_path, output_path)
-    unpaired = report.counts().get("unpaired", 0)
-    if unpaired and not ignore_unmatched:
-        log.warning("api_dump_compare: %d calls were made in one run only", unpaired)
-    return report
+    origin, target = os.fspath(origin_path), os.fspath(target_path)
+    out = None if output_path is None else os.fspath(output_path)
+    if out is not None:
+        os.makedirs(out, exist_ok=True)
+    steps = [_steps(origin), _steps(target)]
+    if not steps[0] or not steps[1]:  # a step or rank folder itself
+        pairs = [(origin, target, "")]
+    else:
+        shared = sorted(steps[0].keys() & steps[1].keys())
+        if not shared:
+            raise DumpReadError(
+                f"api_dump_compare: {origin!r} (steps {sorted(steps[0])}) and {target!r} (steps "
+                f"{sorted(steps[1])}) have no step in common"
+            )
+        pairs = [(steps[0][k], steps[1][k], f"_step{k}") for k in shared]
+    reports = []
+    for orig_folder, target_folder, suffix in pairs:
+        report = compare_dumps(target_folder, orig_folder, out, suffix=suffix)
+        unpaired = report.counts().get("unpaired", 0)
+        if unpaired and not ignore_unmatched:
+            log.warning("api_dump_compare%s: %d calls were made in one run only", suffix, unpaired)
+        reports.append(report)
+    return reports
+
+
+def _steps(folder: str) -> dict[int, str]:
+    """Return the ``step{k}`` folders under ``folder`` by step number (none: ``folder`` is one dump)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return {}
+    found = {}
+    for name in names:
+        match = _STEP.match(name)
+        if match and os.path.isdir(os.path.join(folder, name)):
+            found[int(match.group(1))] = os.path.join(folder, name)
+    return found

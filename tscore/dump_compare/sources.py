@@ -29,7 +29,7 @@ from tscore.dump.reading import parse_line, read_info, read_lines, read_lines_at
 from tscore.dump.writer import RECORDS_FILE, TENSORS_FOLDER
 from tscore.errors import TscoreError
 from tscore.json_files import read_side_json
-from tscore.json_members import FileText, Members, NotAnObjectDocument, read_members
+from tscore.json_members import DAMAGED, FileText, Members, NotAnObjectDocument, read_members
 
 log = logging.getLogger(__name__)
 
@@ -506,19 +506,21 @@ def _read_msprobe(records_file: str, lazy: bool = False) -> DumpSource:
     try:
         tensors = msprobe_tensors(folder, head)
         stacks = _msprobe_stacks(folder)
-        spans = opened.with_spans() if opened is not None else ((k, v, None) for k, v in records)
+        # a record that is not JSON comes under its key, as the in-step reading gives it (streams.py)
+        spans = (
+            opened.with_spans(keep_damaged=True) if opened is not None else ((k, v, None) for k, v in records)
+        )
         for label, body, span in spans:
             name = parse_name(str(label))
-            if name is None or not isinstance(body, Mapping):
+            if name is None:
                 log.warning("%s: %r is not a call msprobe names; left out", records_file, label)
                 continue
             call = msprobe_call(name, str(label), len(calls), stacks)
-            if lazy and span is not None and len(calls) >= _READ_AT_ONCE:
+            calls.append(call)
+            if lazy and span is not None and len(calls) > _READ_AT_ONCE and isinstance(body, Mapping):
                 call.span, call.record = span, str(label)  # its values are read when compared
-                calls.append(call)
-            elif _fill_msprobe_call(call, str(label), body, tensors, records_file):
+            elif fill_msprobe_record(call, str(label), body, tensors, records_file):  # False: logged
                 md5 = md5 or any(item.md5 for item in call.items)  # md5 summaries: the first calls say
-                calls.append(call)
     except BaseException:
         if opened is not None:
             opened.close()
@@ -583,6 +585,19 @@ def _load_msprobe(members: Members, tensors: str, records_file: str, calls: Sequ
     for call, body in zip(wanted, bodies, strict=True):
         if isinstance(body, Mapping):
             _fill_msprobe_call(call, call.record or "", body, tensors, records_file)
+
+
+def fill_msprobe_record(call: Call, label: str, body: Any, tensors: str, records_file: str) -> bool:
+    """Give ``call`` the values of its record; False (logged) leaves it a call with no values.
+
+    A record that is not JSON (:data:`DAMAGED`, already warned of) or not an object is such a
+    call, in the whole reading and the in-step one alike.
+    """
+    if isinstance(body, Mapping):
+        return _fill_msprobe_call(call, label, body, tensors, records_file)
+    if body is not DAMAGED:
+        log.warning("%s: the record of %r is not an object; read with no values", records_file, label)
+    return False
 
 
 def _fill_msprobe_call(

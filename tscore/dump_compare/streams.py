@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,18 +25,17 @@ from tscore.dump_compare.sources import (
     _READ_AT_ONCE,
     Call,
     DumpSource,
-    _fill_msprobe_call,
     _fill_tscore_call,
     _msprobe_document,
     _msprobe_stacks,
     detect,
+    fill_msprobe_record,
     msprobe_call,
     msprobe_source,
     msprobe_tensors,
     tscore_call,
     tscore_source,
 )
-from tscore.json_members import DAMAGED
 
 log = logging.getLogger(__name__)
 
@@ -132,13 +131,7 @@ def _stream_msprobe(records_file: str) -> DumpStream | None:
                 continue
             call = msprobe_call(name, str(label), order, stacks)
             order += 1
-            if not isinstance(body, Mapping):  # not JSON (warned) or not a record: a call with no values
-                if body is not DAMAGED:
-                    log.warning(
-                        "%s: the record of %r is not an object; read with no values", records_file, label
-                    )
-            else:
-                _fill_msprobe_call(call, str(label), body, tensors, records_file)  # False: logged, no values
+            fill_msprobe_record(call, str(label), body, tensors, records_file)  # False: logged, no values
             yield call
 
     try:
