@@ -133,6 +133,8 @@ def _parse(name: str, body: list[str], line: int) -> PrintedTensor:
         words = values.replace("[", " ").replace("]", " ").replace(",", " ").split()
         if dtype == "bool":
             flat = np.array([w == "True" for w in words], dtype=bool)
+        elif dtype.startswith(("int", "uint")):  # read as integers: int64 beyond 2**53 stays exact
+            flat = np.array([int(w) for w in words], dtype=np.dtype(dtype))
         else:
             numbers = np.array([float(w) for w in words], dtype=np.float64)
             flat = _as_dtype(numbers, dtype)

@@ -19,7 +19,7 @@ ARRAYS = {
     "f64": np.array([0.1, 1e300, -np.inf, np.nan, -0.0]),
     "f16": np.array([1.5, -2.25, 65504], dtype=np.float16),
     "bf16": np.array([1.5, 3.140625, -1e30], dtype=ml_dtypes.bfloat16),
-    "i64": np.arange(-3, 3, dtype=np.int64).reshape(2, 3),
+    "i64": np.array([[-3, 2**62 + 1, 9007199254740993], [0, -(2**63), 2**63 - 1]], dtype=np.int64),
     "u8": np.array([0, 255], dtype=np.uint8),
     "flag": np.array([True, False]),
     "scalar": np.array(2.5, dtype=np.float32),
