@@ -73,6 +73,7 @@ HOOK_METHODS: dict[str, tuple[str | tuple[str, ...], ...]] = {
     "ts_tensor_key": ("tensor_types", "tensor_key"),
     "ts_current_rank": ("current_rank",),
     "ts_read_graph_file": ("read_graph_file",),
+    "ts_read_print_file": ("read_print_file",),
 }
 
 
@@ -255,6 +256,10 @@ class Backend:
         """Answer ``ts_read_graph_file``: a graph file of your framework's format as records, else None."""
         raise NotImplementedError
 
+    def read_print_file(self, path: str) -> Sequence[str | np.ndarray] | None:
+        """Answer ``ts_read_print_file``: a file of your framework's print format as its items, else None."""
+        raise NotImplementedError
+
     # ------------------------------------------------------------ the hooks
 
     @hookimpl
@@ -422,6 +427,11 @@ class Backend:
     def ts_read_graph_file(self, path: str) -> Sequence[GraphNode] | None:
         """Read a graph file of your framework's format."""
         return self.read_graph_file(path)
+
+    @hookimpl
+    def ts_read_print_file(self, path: str) -> Sequence[str | np.ndarray] | None:
+        """Read a file of your framework's print format."""
+        return self.read_print_file(path)
 
     @hookimpl
     def ts_prepare_runtime(self, runtime: Runtime) -> None:

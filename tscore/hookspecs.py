@@ -574,3 +574,20 @@ def ts_read_graph_file(path: str) -> Sequence[GraphNode] | None:
         backend changed its precision), its inputs with shape and dtype, and
         its output's shape and dtype.
     """
+
+
+@hookspec(firstresult=True)
+def ts_read_print_file(path: str) -> Sequence[str | np.ndarray] | None:
+    """Read a file your framework's print operator wrote (MindSpore's binary print file) as its items.
+
+    ``firstresult``: answer only for a file of your framework's print format;
+    return ``None`` for any other (``save_convert`` then reads the file as
+    printed text). ``ts.widget.save_convert`` finds in the items the tensors
+    that ``ts.save(..., output_mode="print")`` or the user printed after the
+    marker ``_TS_SAVE_NAME:{name}``.
+
+    :param path: the file.
+    :return: every printed item in order: a string as printed (it may hold a
+        marker and a tensor's text, ``Tensor(shape=[4], dtype=Float32, value=...)``),
+        or a tensor's values as a numpy array.
+    """

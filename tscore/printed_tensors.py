@@ -20,6 +20,7 @@ which is then an error row naming the tensor, not an array of the wrong size.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -35,6 +36,7 @@ from tscore.dtypes import neutral_dtype
 from tscore.errors import TargetPathError
 from tscore.naming import NPY_SUFFIX, clean_part
 from tscore.npy_files import append_meta, storable, write_npy
+from tscore.plugins import hook
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +175,8 @@ def convert_printed(
 ) -> list[ConvertedTensor]:
     """Write every tensor printed in ``file`` as ``{n}_{name}.npy`` in ``output_path``, n counting from 0.
 
+    ``file`` is printed text, or a framework's own print file that its plugin reads
+    (``ts_read_print_file``: MindSpore's binary file of ``print_file_path``, on Ascend).
     The names are those ``ts.save`` would have written when the printing run's first save
     was its first (TroubleShooter's ``save_convert`` numbers them the same way). A tensor
     that cannot be read is a row with its error (logged), and the rest are written.
@@ -190,9 +194,14 @@ def convert_printed(
         raise TargetPathError(f"save_convert: cannot create {folder!r}: {exc}") from exc
     rows: list[ConvertedTensor] = []
     records: list[dict[str, object]] = []
+    items = hook().ts_read_print_file(path=source)  # a framework's own print file (MindSpore's binary one)
     try:
-        with open(source, encoding="utf-8", errors="replace") as stream:
-            for index, printed in enumerate(read_printed(stream)):
+        with contextlib.ExitStack() as opened:
+            if items is None:  # printed text: tscore's prints, a screen log
+                lines: Iterable[str] = opened.enter_context(open(source, encoding="utf-8", errors="replace"))
+            else:
+                lines = _item_lines(items)
+            for index, printed in enumerate(read_printed(lines)):
                 rows.append(_converted(index, printed, folder, source, records))
     except OSError as exc:
         raise TargetPathError(f"save_convert: cannot read {source!r}: {exc.strerror or exc}") from exc
@@ -201,6 +210,12 @@ def convert_printed(
     if not rows:
         log.warning("save_convert: %s holds no %r marker: nothing printed by ts.save", source, MARK)
     return rows
+
+
+def _item_lines(items: Iterable[str | np.ndarray]) -> Iterator[str]:
+    """Give the items of a print file as the lines they print (a tensor as tscore prints it: exactly)."""
+    for item in items:
+        yield from (item if isinstance(item, str) else format_tensor(np.asarray(item))).splitlines()
 
 
 def _converted(

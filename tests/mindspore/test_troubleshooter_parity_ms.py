@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -79,3 +80,42 @@ def test_save_convert_reads_what_mindspores_own_print_wrote_in_graph_mode(tmp_pa
     assert np.array_equal(np.load(rows["y_half"].file), (np.maximum(x, 0) * 2).astype(np.float16))
     assert np.array_equal(np.load(rows["ids"].file), np.arange(4, dtype=np.int32))
     assert rows["big"].file is None and "summarised" in rows["big"].error
+
+
+def _print_file(path, values) -> None:
+    """Write MindSpore's binary print file with its own protobuf module, as Ascend writes it."""
+    from mindspore.train import print_pb2
+
+    message = print_pb2.Print()
+    for value in values:
+        item = message.value.add()
+        if isinstance(value, str):
+            item.desc = value
+        else:
+            item.tensor.dims.extend(value.shape)
+            item.tensor.tensor_type = {"float32": "Float32", "int64": "Int64"}[value.dtype.name]
+            item.tensor.tensor_content = value.tobytes()
+    path.write_bytes(message.SerializeToString())
+
+
+def test_save_convert_reads_both_binary_print_formats_faked_ascend_print_file(tmp_path):
+    a = np.array([2, 3, 4, 5], dtype=np.float32)
+    b = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    ids = np.array([2**60 + 1, -7], dtype=np.int64)
+    # the VM's layout: marker, then the tensor's bytes; the value printed again after it is no save
+    _print_file(
+        tmp_path / "vm", ["_TS_SAVE_NAME:add", a, a, "_TS_SAVE_NAME:mul", b, "_TS_SAVE_NAME:ids", ids]
+    )
+    # GE's layout: the marker and the tensor's text in one string
+    text = "Tensor(shape=[4], dtype=Float32, value=\n[2 3 4 5])"
+    _print_file(tmp_path / "ge", [f"_TS_SAVE_NAME:add\n{text}", text, "_TS_SAVE_NAME:x\nTensor(shape=[3]"])
+    vm = ts.widget.save_convert(tmp_path / "vm", tmp_path / "vm_npy")
+    assert [(r.name, os.path.basename(r.file)) for r in vm] == [
+        ("add", "0_add.npy"),
+        ("mul", "1_mul.npy"),
+        ("ids", "2_ids.npy"),
+    ]
+    for row, expected in zip(vm, (a, b, ids), strict=True):
+        assert np.array_equal(np.load(row.file), expected) and np.load(row.file).dtype == expected.dtype
+    ge = ts.widget.save_convert(tmp_path / "ge", tmp_path / "ge_npy")
+    assert np.array_equal(np.load(ge[0].file), a) and ge[1].name == "x" and "cut short" in ge[1].error

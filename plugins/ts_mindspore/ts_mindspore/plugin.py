@@ -232,6 +232,12 @@ class MindSporeBackend(Backend):
 
         return read_ir_graph(path)
 
+    def read_print_file(self, path: str) -> list[str | np.ndarray] | None:
+        """Answer ``ts_read_print_file``: MindSpore's binary print file as its items; None for other files."""
+        from ts_mindspore.print_file import read_print_file
+
+        return read_print_file(path)
+
     def current_rank(self) -> int | None:
         """Return MindSpore's rank once its communication is initialised (``init()``), else None."""
         helper = sys.modules.get("mindspore.communication._comm_helper")
