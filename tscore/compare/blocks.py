@@ -94,9 +94,7 @@ def judge(
             target_nan=stats.target_nan,
             target_inf=stats.target_inf,
         )
-        if same:
-            messages.append(f"no finite value: both hold the same {stats.orig_inf} inf at the same positions")
-        elif stats.finite < stats.elements:
+        if stats.finite < stats.elements and not same:  # the same infinities: a pair like any equal one
             messages.append(
                 f"orig has {stats.orig_nan} NaN and {stats.orig_inf} inf, target {stats.target_nan} NaN "
                 f"and {stats.target_inf} inf; statistics cover the {stats.finite} positions finite on "
