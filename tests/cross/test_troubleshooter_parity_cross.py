@@ -57,3 +57,29 @@ def test_save_net_and_weight_params_of_both_sides_as_troubleshooter_names_them(t
     assert np.array_equal(
         _ms_params(fresh)["classifier.weight"], torch_model.classifier.weight.detach().numpy()
     )
+
+
+def test_compare_ms_ckpt_shows_the_torch_names_through_the_weight_map(tmp_path, capsys):
+    torch_model = torch_net(0, TorchCNN)
+    torch.save(torch_model.state_dict(), tmp_path / "cnn.pth")
+    ts.migrator.get_weight_map(torch_model, weight_map_save_path=tmp_path / "map.json")
+    ts.migrator.convert_weight(
+        tmp_path / "map.json", tmp_path / "cnn.pth", tmp_path / "cnn.ckpt", print_level=0
+    )
+    twin = ms_cnn()
+    ms.save_checkpoint(twin, str(tmp_path / "twin.ckpt"))
+    diff = ts.migrator.compare_ms_ckpt(
+        orig_file_path=tmp_path / "cnn.ckpt",
+        target_file_path=tmp_path / "twin.ckpt",
+        weight_map_path=tmp_path / "map.json",
+    )
+    pairs = {(row.orig_name, row.target_name) for row in diff.shape_rows}
+    assert ("features.1.weight", "features.1.gamma") in pairs and (
+        "classifier.bias",
+        "classifier.bias",
+    ) in pairs
+    assert "features.1.running_mean" in capsys.readouterr().out
+    plain = ts.migrator.compare_ms_ckpt(tmp_path / "cnn.ckpt", tmp_path / "twin.ckpt", print_level=0)
+    assert ("features.1.gamma", "features.1.gamma") in {
+        (r.orig_name, r.target_name) for r in plain.shape_rows
+    }

@@ -245,6 +245,8 @@ def compare_ms_ckpt(
     equal_nan: bool = False,
     orig_ckpt_dict: Mapping[str, Any] | None = None,
     target_ckpt_dict: Mapping[str, Any] | None = None,
+    weight_map_path: PathLike | None = None,
+    weight_map: object = None,
 ) -> CheckpointDiff:
     """Compare two MindSpore checkpoints: a shape table, and a value table with ``compare_value``.
 
@@ -253,6 +255,9 @@ def compare_ms_ckpt(
 
     :param print_level: 0 prints nothing, 1 everything, 2 only the differences.
     :param orig_ckpt_dict: loaded parameters instead of ``orig_file_path`` (likewise ``target_ckpt_dict``).
+    :param weight_map_path: the map of :func:`get_weight_map` (or ``weight_map=``): the orig
+        checkpoint's entries are then shown under their source names (the torch names of a
+        converted checkpoint), as TroubleShooter shows them.
     :return: both tables as data; ``.passed`` says whether everything agrees.
     """
     _check_compare_args(print_level, rtol, atol)
@@ -267,9 +272,14 @@ def compare_ms_ckpt(
             sides.append(load_checkpoint(path))
         else:
             raise TypeError(f"compare_ms_ckpt: pass {label}")
+    shown = None
+    if weight_map_path is not None or weight_map is not None:
+        mapping = _weight_map(weight_map_path, weight_map, "compare_ms_ckpt")
+        shown = {target: source for source, target in mapping.name_map.items() if target}
     diff = diff_checkpoints(
         sides[0],
         sides[1],
+        orig_names=shown,
         compare_value=compare_value,
         rtol=rtol,
         atol=atol,
