@@ -62,12 +62,14 @@ def line_chart(
     :param log_y: a log-scale y axis (values <= 0 are left out, as they cannot be drawn).
     :param hline: a horizontal reference line (a tolerance), labelled ``hline_label``.
     """
+    if hline is not None and not (math.isfinite(hline) and (not log_y or hline > 0)):
+        hline = None  # a line that cannot be drawn on this axis
     xs = [float(x) for s in series for x in s.x]
     ys = [v for s in series for v in _finite(s.y, log_y)]
-    if hline is not None and (not log_y or hline > 0):
+    if hline is not None:
         ys.append(hline)
     x_low, x_high = (min(xs), max(xs)) if xs else (0.0, 1.0)
-    y_low, y_high = (min(ys), max(ys)) if ys else (0.0, 1.0)
+    y_low, y_high = (min(ys), max(ys)) if ys else ((1.0, 10.0) if log_y else (0.0, 1.0))
     if log_y:
         y_low, y_high = math.log10(y_low), math.log10(y_high)
     if x_high == x_low:
@@ -102,7 +104,7 @@ def line_chart(
         shown = 10**tick if log_y else tick
         out.append(f'<line x1="{_LEFT}" y1="{y:.1f}" x2="{_LEFT + plot_w}" y2="{y:.1f}" stroke="#eee"/>')
         out.append(f'<text x="{_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{_label(shown)}</text>')
-    if hline is not None and (not log_y or hline > 0):
+    if hline is not None:
         y = py(hline)
         out.append(
             f'<line x1="{_LEFT}" y1="{y:.1f}" x2="{_LEFT + plot_w}" y2="{y:.1f}" stroke="#555" '
@@ -122,6 +124,12 @@ def line_chart(
             'stroke-width="2"/>'
         )
         out.append(f'<text x="{_LEFT + 36}" y="{ly}">{escape(line.label)}</text>')
+    hidden = sum(1 for s in series for v in s.y if log_y and v is not None and math.isfinite(v) and v <= 0)
+    if hidden:  # a log scale cannot show zeros: say how many there are rather than draw nothing
+        out.append(
+            f'<text x="{_LEFT + plot_w - 4}" y="{_TOP + plot_h - 6}" text-anchor="end" fill="#555">'
+            f"{hidden} values of 0 or less not drawn (log scale)</text>"
+        )
     out.append(
         f'<text x="{_LEFT + plot_w / 2}" y="{HEIGHT - 10}" text-anchor="middle">{escape(x_label)}</text>'
     )

@@ -125,7 +125,8 @@ def test_a_loss_that_becomes_nan_is_kept_and_is_the_divergence(tmp_path):
     assert "\u00d7" in marks  # where the curve broke
 
 
-def test_bad_logs_are_clear_errors_naming_the_file(tmp_path):
+def test_bad_logs_are_clear_errors_naming_the_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where the default folder would be written
     (tmp_path / "no_tag.log").write_text("iteration 1 | loss 3.0\n")
     with pytest.raises(LossLogError, match=r"no_tag\.log.*'lm loss:'"):
         ts.widget.loss_compare(_spec("gpu"), {"path": tmp_path / "no_tag.log", "loss_tag": "lm loss:"})
@@ -137,3 +138,53 @@ def test_bad_logs_are_clear_errors_naming_the_file(tmp_path):
     with pytest.raises(LossLogError, match="2 lines hold it with no number"):
         ts.widget.loss_compare(_spec("gpu"), tmp_path / "words.log")
     assert not (tmp_path / "loss_compare").exists()
+
+
+def test_a_step_counter_that_restarts_each_epoch_aligns_by_order(tmp_path, caplog):
+    def log(losses):
+        return "".join(f"epoch: {1 + i // 3} step: {1 + i % 3}, loss is {v}\n" for i, v in enumerate(losses))
+
+    (tmp_path / "a.log").write_text(log([9.0, 8.0, 7.0, 2.0, 1.5, 1.0]))
+    (tmp_path / "b.log").write_text(log([2.2, 8.0, 7.0, 2.0, 1.5, 1.0]))  # epoch 1, step 1 differs
+    report = ts.widget.loss_compare(
+        {"path": tmp_path / "a.log", "loss_tag": "loss is"},
+        {"path": tmp_path / "b.log", "loss_tag": "loss is"},
+        output_path=tmp_path / "o",
+        print_level=0,
+    )
+    assert report.aligned_by == "order" and len(report.steps) == 6 and report.first_divergence == 0
+    assert "go back" in caplog.text
+
+
+def test_what_only_looks_like_a_step_is_not_one_and_losses_are_found_as_troubleshooter_finds_them(tmp_path):
+    (tmp_path / "a.log").write_text(
+        "loss: tensor(2.5, grad_fn=<NllLossBackward0>) | time/step: 0.15s | tokens per step 4096\n"
+        "loss: [2.0] | time/step: 0.15s\n"
+        "loss:1.5\n"
+    )
+    report = ts.widget.loss_compare(
+        tmp_path / "a.log", tmp_path / "a.log", output_path=tmp_path / "o", print_level=0
+    )
+    assert report.aligned_by == "order" and report.left == [2.5, 2.0, 1.5] and report.passed
+
+
+def test_logs_with_no_step_in_common_do_not_read_as_agreeing(tmp_path):
+    (tmp_path / "a.log").write_text("step 1 loss: 1.0\nstep 2 loss: 0.5\n")
+    (tmp_path / "b.log").write_text("step 10 loss: 1.0\nstep 20 loss: 0.5\n")
+    report = ts.widget.loss_compare(
+        tmp_path / "a.log", tmp_path / "b.log", output_path=tmp_path / "o", print_level=0
+    )
+    assert not report.passed and "no step in common" in report.summary()
+
+
+def test_identical_logs_and_odd_tolerances_still_draw(tmp_path):
+    for tolerance in (0.0, float("inf")):
+        report = ts.widget.loss_compare(
+            _spec("gpu"),
+            _spec("gpu"),
+            output_path=tmp_path / str(tolerance),
+            print_level=0,
+            tolerance=tolerance,
+        )
+        error = ET.parse(tmp_path / str(tolerance) / "error.svg").getroot()
+        assert any("120 values of 0" in (t.text or "") for t in error.iter(f"{SVG}text")) and report.passed

@@ -11,6 +11,7 @@ step numbers counts its losses from 0, as TroubleShooter does.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import os
@@ -26,7 +27,10 @@ log = logging.getLogger(__name__)
 _NUMBER = re.compile(
     r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:nan|inf(?:inity)?)", re.IGNORECASE
 )
-_STEP = re.compile(r"\b(?:iteration|iter|step)\b\s*[:=]?\s*\[?\s*(\d+)", re.IGNORECASE)
+# "iteration 10/ 500", "step: 10", "[step 10]"; not "time/step: 0.15s", "tokens per step 4096"
+_STEP = re.compile(
+    r"(?<![/\w])(?<!per )(?:iteration|iter|step)\b\s*[:=]?\s*\[?\s*(\d+)(?![\d.]|\s*m?s\b)", re.IGNORECASE
+)
 
 
 class LossLogError(TscoreError, ValueError):
@@ -44,7 +48,6 @@ class LossLog:
     losses: list[float] = field(default_factory=list)
     by_step: bool = False  # True when the steps come from the log's own step numbers
     unreadable: list[int] = field(default_factory=list)  # line numbers holding the tag but no number
-    repeated: int = 0  # steps logged again later (a resumed run): the last value is kept
 
 
 def describe(spec: Any, argument: str) -> tuple[str, str, str]:
@@ -74,12 +77,14 @@ def describe(spec: Any, argument: str) -> tuple[str, str, str]:
 def read_losses(path: str, tag: str, label: str = "") -> LossLog:
     """Read every loss that follows ``tag`` in the log at ``path``, with its step.
 
+    The losses align by step when the lines that hold one number their steps and the numbers
+    only grow; when they go back (a counter that restarts each epoch) or most lines have none,
+    by order, as TroubleShooter aligns them.
+
     :raises LossLogError: naming the file when it cannot be read or holds no loss under ``tag``.
     """
     found = LossLog(path, tag, label or os.path.basename(path))
-    values: dict[int, float] = {}
-    counted: list[float] = []
-    steps_seen = True
+    entries: list[tuple[int | None, float]] = []
     try:
         with open(path, encoding="utf-8", errors="replace") as stream:
             for number, line in enumerate(stream, 1):
@@ -87,31 +92,32 @@ def read_losses(path: str, tag: str, label: str = "") -> LossLog:
                 if at < 0:
                     continue
                 words = line[at + len(tag) :].split()
-                value = _NUMBER.match(words[0]) if words else None
+                value = _NUMBER.search(words[0]) if words else None  # "2.3", "tensor(2.3,", "[2.3]", "=2.3"
                 if value is None:
                     found.unreadable.append(number)
                     continue
-                loss = float(value.group(0))
-                counted.append(loss)
-                step = _STEP.search(line)
-                if step is None:
-                    steps_seen = False
-                    continue
-                key = int(step.group(1))
-                found.repeated += key in values
-                values[key] = loss
+                step = _STEP.search(line[:at]) or _STEP.search(line)
+                entries.append((int(step.group(1)) if step else None, float(value.group(0))))
     except OSError as exc:
         raise LossLogError(f"the log {path!r} cannot be read: {exc.strerror or exc}") from None
-    if not counted:
+    if not entries:
         hint = f" ({len(found.unreadable)} lines hold it with no number after it)" if found.unreadable else ""
         raise LossLogError(f"the log {path!r} holds no loss after {tag!r}{hint}; check loss_tag")
-    if steps_seen and values:
+    stepped = [(s, v) for s, v in entries if s is not None]
+    growing = all(a[0] < b[0] for a, b in itertools.pairwise(stepped))  # type: ignore[operator]
+    if stepped and growing and 2 * len(stepped) >= len(entries):
         found.by_step = True
-        found.steps = sorted(values)
-        found.losses = [values[s] for s in found.steps]
+        found.steps = [s for s, _ in stepped]  # type: ignore[misc]
+        found.losses = [v for _, v in stepped]
+        if len(stepped) < len(entries):
+            log.warning(
+                "%s: %d lines hold %r but no step number; left out", path, len(entries) - len(stepped), tag
+            )
     else:
-        found.steps = list(range(len(counted)))
-        found.losses = counted
+        found.steps = list(range(len(entries)))
+        found.losses = [v for _, v in entries]
+        if stepped and not growing:
+            log.warning("%s: the step numbers go back (a counter per epoch?): losses aligned by order", path)
     if found.unreadable:
         log.warning(
             "%s: %d lines hold %r but no number after it (first: line %d)",
@@ -119,10 +125,6 @@ def read_losses(path: str, tag: str, label: str = "") -> LossLog:
             len(found.unreadable),
             tag,
             found.unreadable[0],
-        )
-    if found.repeated:
-        log.warning(
-            "%s: %d steps are logged more than once; the last value of each is kept", path, found.repeated
         )
     nonfinite = sum(not math.isfinite(v) for v in found.losses)
     if nonfinite:

@@ -68,7 +68,9 @@ class LossCompareReport(BaseModel):
     @property
     def passed(self) -> bool:
         """True when no step diverges and both logs have the same steps."""
-        return self.first_divergence is None and not self.left_only and not self.right_only
+        return (
+            bool(self.steps) and self.first_divergence is None and not self.left_only and not self.right_only
+        )
 
     def summary(self) -> str:
         """One line: agreement, or the first step that diverges and the largest differences."""
@@ -78,6 +80,8 @@ class LossCompareReport(BaseModel):
                 f" ({len(self.left_only)} only in {self.left_label}, "
                 f"{len(self.right_only)} only in {self.right_label})"
             )
+        if not self.steps:
+            return f"no step in common: {counts}; check that both logs number their steps alike"
         first = self.first_divergence
         biggest = f"max abs error {_cell(self.max_abs_error)}, max relative error {_cell(self.max_rel_error)}"
         if first is None:
