@@ -15,6 +15,7 @@ import csv
 import io
 import logging
 import os
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -67,45 +68,54 @@ def precision_flag(node: GraphNode) -> str:
 
 
 def tracked_rows(nodes: Sequence[GraphNode], precision_flags: Sequence[str]) -> list[dict[str, Any]]:
-    """Give TroubleShooter's rows for the nodes whose flag is one of ``precision_flags``."""
+    """Give TroubleShooter's rows for the nodes whose flag is one of ``precision_flags``.
+
+    Each source and each consumer of a node is one row, however often it is used (as 1.0.18
+    lists them); a neighbour is named by its op name, or by its full name when another node
+    of the graph has the same op name.
+    """
     by_name = {node.name: node for node in nodes}
-    consumers: dict[str, list[str]] = {}
+    consumers: dict[str, dict[str, None]] = {}  # each consumer once, in graph order
     for node in nodes:
         for value in node.inputs:
-            consumers.setdefault(value.source, []).append(node.name)
+            consumers.setdefault(value.source, {})[node.name] = None
+    short = Counter(node.full_name.rsplit("/", 1)[-1] for node in nodes)
+
+    def label(node: GraphNode) -> str:
+        op_name = node.full_name.rsplit("/", 1)[-1]
+        return op_name if short[op_name] == 1 else node.full_name
+
     rows: list[dict[str, Any]] = []
     for node in nodes:
         flag = precision_flag(node)
         if flag not in precision_flags:
             continue
-        op_name = node.full_name.rsplit("/", 1)[-1]
         base = {
-            "op_name": op_name,
+            "op_name": node.full_name.rsplit("/", 1)[-1],
             "op_full_name": node.full_name,
             "op_type": node.op_type,
             "precision_flag": flag,
         }
-        for index, value in enumerate(node.inputs):
+        inputs = list({value.source: value for value in node.inputs}.values())  # each source once
+        for index, value in enumerate(inputs):
             source = by_name.get(value.source)
             rows.append(
                 {
                     **base,
                     "input or output": "input",
                     "index": index,
-                    "input from op or output to op": source.full_name.rsplit("/", 1)[-1]
-                    if source
-                    else value.source,
+                    "input from op or output to op": label(source) if source else value.source,
                     "shape": _shape(value.shape),
                     "dtype": value.dtype or "-",
                 }
             )
-        for index, target in enumerate(consumers.get(node.name, [])):
+        for index, target in enumerate(consumers.get(node.name, {})):
             rows.append(
                 {
                     **base,
                     "input or output": "output",
                     "index": index,
-                    "input from op or output to op": by_name[target].full_name.rsplit("/", 1)[-1],
+                    "input from op or output to op": label(by_name[target]),
                     "shape": _shape(node.output_shape),
                     "dtype": node.output_dtype or "-",
                 }

@@ -25,7 +25,6 @@ import logging
 import math
 import os
 import re
-import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -33,7 +32,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from tscore.dtypes import neutral_dtype
-from tscore.errors import TargetPathError
+from tscore.errors import InvalidNameError, TargetPathError
 from tscore.naming import NPY_SUFFIX, clean_part
 from tscore.npy_files import append_meta, storable, write_npy
 from tscore.plugins import hook
@@ -51,22 +50,27 @@ _PRINTED = {
     "float64": "Float64",
     **{f"{k}{n}": f"{k.capitalize()}{n}" for k in ("int", "uint") for n in (8, 16, 32, 64)},
 }
+_BARE = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:nan|inf)", re.IGNORECASE)
 _TENSOR = re.compile(r"Tensor\(shape=\[([^\]]*)\],\s*dtype=(\w+),\s*value=(.*)\)\s*$", re.DOTALL)
 
 
 def format_tensor(array: np.ndarray) -> str:
     """Print ``array`` as MindSpore prints a tensor, each element in the digits that read it back."""
     dtype = neutral_dtype(array.dtype)
-    values = array.astype(np.float32) if dtype == "bfloat16" or dtype.startswith("float8") else array
-    text = np.array2string(
-        np.asarray(values),
-        threshold=sys.maxsize,
-        max_line_width=sys.maxsize,
-        floatmode="unique",
-        separator=" ",
-    )
+    values = np.asarray(array)
+    if dtype == "bfloat16" or dtype.startswith("float8"):
+        values = values.astype(np.float32)  # exact; float32's repr reads back to the same value
     shape = ", ".join(str(n) for n in array.shape)
-    return f"Tensor(shape=[{shape}], dtype={_PRINTED.get(dtype, dtype)}, value=\n{text})"
+    return f"Tensor(shape=[{shape}], dtype={_PRINTED.get(dtype, dtype)}, value=\n{_nested(values)})"
+
+
+def _nested(values: np.ndarray) -> str:
+    """Write an array's elements in nested brackets, one innermost row per line (repr: exact)."""
+    if values.ndim == 0:
+        return repr(values.item())
+    if values.ndim == 1:
+        return "[" + " ".join(map(repr, values.tolist())) + "]"
+    return "[" + "\n ".join(_nested(row) for row in values) + "]"
 
 
 @dataclass
@@ -82,27 +86,35 @@ class PrintedTensor:
 def read_printed(lines: Iterable[str]) -> Iterator[PrintedTensor]:
     """Read every tensor printed after a marker line; other lines (the run's own output) are skipped.
 
-    A tensor cut short (the print stopped), summarised by MindSpore (``...``) or with a
-    dtype or shape that does not fit its values comes back with ``error`` set.
+    After a marker comes a tensor's text (``Tensor(shape=...)``, over as many lines as it
+    takes) or a scalar printed bare, alone on its line; a line of the run's own output in
+    between is skipped. A tensor cut short (the print stopped), summarised by MindSpore
+    (``...``) or with a dtype or shape that does not fit its values comes back with ``error``.
     """
     name: str | None = None
     start = 0
     body: list[str] = []
+    depth = 0  # open parentheses of the tensor text being read
     for number, raw in enumerate(lines, 1):
         line = raw.rstrip("\n")
         if line.startswith(MARK):
             if name is not None:
                 yield _parse(name, body, start)
-            name, start, body = line[len(MARK) :].strip(), number, []
+            name, start, body, depth = line[len(MARK) :].strip(), number, [], 0
             continue
         if name is None:
             continue
+        if not body:
+            stripped = line.strip()
+            if _BARE.fullmatch(stripped):  # a scalar printed bare (MindSpore)
+                yield _parse(name, [stripped], start)
+                name = None
+                continue
+            if not stripped.startswith("Tensor("):
+                continue  # the run's own output between the marker and the value
         body.append(line)
-        text = "\n".join(body).strip()
-        if not text.startswith("Tensor(") and text:  # a scalar printed bare (MindSpore)
-            yield _parse(name, body, start)
-            name = None
-        elif text.count("(") and text.count("(") == text.count(")"):  # the tensor's text is complete
+        depth += line.count("(") - line.count(")")
+        if depth <= 0:  # the tensor's text is complete
             yield _parse(name, body, start)
             name = None
     if name is not None:
@@ -115,11 +127,8 @@ def _parse(name: str, body: list[str], line: int) -> PrintedTensor:
     if not text:
         found.error = "nothing printed after the marker (the output was cut short)"
         return found
-    if not text.startswith("Tensor("):
-        try:
-            found.array = np.asarray(float(text.split()[0]))
-        except ValueError:
-            found.error = f"not a tensor: {text[:60]!r}"
+    if not text.startswith("Tensor("):  # a bare scalar (read_printed gives nothing else)
+        found.array = np.asarray(float(text))
         return found
     match = _TENSOR.match(text)
     if match is None:
@@ -134,6 +143,8 @@ def _parse(name: str, body: list[str], line: int) -> PrintedTensor:
         dtype = neutral_dtype(dtype_text)
         words = values.replace("[", " ").replace("]", " ").replace(",", " ").split()
         if dtype == "bool":
+            if not set(words) <= {"True", "False"}:
+                raise ValueError(f"a Bool tensor holds {sorted(set(words) - {'True', 'False'})[:3]}")
             flat = np.array([w == "True" for w in words], dtype=bool)
         elif dtype.startswith(("int", "uint")):  # read as integers: int64 beyond 2**53 stays exact
             flat = np.array([int(w) for w in words], dtype=np.dtype(dtype))
@@ -177,8 +188,10 @@ def convert_printed(
 
     ``file`` is printed text, or a framework's own print file that its plugin reads
     (``ts_read_print_file``: MindSpore's binary file of ``print_file_path``, on Ascend).
-    The names are those ``ts.save`` would have written when the printing run's first save
-    was its first (TroubleShooter's ``save_convert`` numbers them the same way). A tensor
+    Tensors are numbered in print order, as TroubleShooter's ``save_convert`` numbers them:
+    the names are those ``ts.save(..., layout="1.0.18")`` writes when the printing run's
+    first save was its first; with spec 003's layout the names and keys are the same and
+    ``compare_dict_dir`` pairs the two folders, but a list's elements take one id each. A tensor
     that cannot be read is a row with its error (logged), and the rest are written.
 
     :raises TargetPathError: naming ``file`` when it cannot be read, or the folder when it
@@ -225,7 +238,12 @@ def _converted(
     if printed.array is None:
         log.warning("save_convert: %s line %d, %r: %s", source, printed.line, printed.name, printed.error)
         return row
-    name = clean_part(printed.name, "printed name")
+    try:
+        name = clean_part(printed.name, "printed name")
+    except InvalidNameError:
+        row.error = "its marker names nothing: no file name for it"
+        log.warning("save_convert: %s line %d: %s", source, printed.line, row.error)
+        return row
     path = os.path.join(folder, f"{index}_{name}{NPY_SUFFIX}")
     stored = storable(printed.array)
     row.file = write_npy(path, stored)

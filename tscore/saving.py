@@ -89,21 +89,15 @@ def _convert(path: tuple[str, ...], tensor: object) -> _Converted:
 def _write(
     folder: str,
     name: str,
-    save_id: int | None,
+    ids: list[int | None],
     suffix: str | None,
     items: list[_Converted],
     layout: str = naming.SPEC_003,
 ) -> list[str]:
-    """Name, write and record converted tensors; return the paths written.
-
-    With TroubleShooter 1.0.18's layout every item after the first takes the next id.
-    """
+    """Name (``ids``: each item's id), write and record converted tensors; return the paths written."""
     plan: dict[str, _Converted] = {}
-    for index, item in enumerate(items):
+    for item_id, item in zip(ids, items, strict=True):
         base = name or naming.shape_name(item.array.shape)
-        item_id = save_id
-        if layout == naming.TROUBLESHOOTER_1_0_18 and index and save_id is not None:
-            item_id = next_save_id()
         file = naming.file_name(item_id, base, item.path, suffix, layout)
         if file in plan:
             raise InvalidNameError(
@@ -276,12 +270,18 @@ def save(
         raise ValueError(f"save: output_mode must be 'npy' or 'print', not {output_mode!r}")
     folder, name = naming.split_target(file)
     suffix = naming.clean_part(suffix, "suffix") if suffix else None
-    save_id = next_save_id() if auto_id else None
-    items = [_convert(path, tensor) for path, tensor in _leaves(data, ())]
+    ids: list[int | None]
+    if layout == naming.TROUBLESHOOTER_1_0_18:  # one id per tensor written, as 1.0.18 counts
+        items = [_convert(path, tensor) for path, tensor in _leaves(data, ())]
+        ids = [next_save_id() if auto_id else None for _ in items]
+    else:  # one id per call
+        save_id = next_save_id() if auto_id else None
+        items = [_convert(path, tensor) for path, tensor in _leaves(data, ())]
+        ids = [save_id] * len(items)
     if output_mode == "print":
         _print(name, suffix, items, layout)
         return []
-    return _write(folder, name, save_id, suffix, items, layout)
+    return _write(folder, name, ids, suffix, items, layout)
 
 
 def _print(name: str, suffix: str | None, items: list[_Converted], layout: str) -> None:
@@ -302,7 +302,7 @@ class _GradTarget:
     suffix: str | None
 
     def write(self, save_id: int | None, grad: object) -> None:
-        _write(self.folder, self.name, save_id, self.suffix, [_convert((), grad)])
+        _write(self.folder, self.name, [save_id], self.suffix, [_convert((), grad)])
 
     def write_next(self, grad: object) -> None:
         """Write ``grad`` under an id taken now (compiled graphs, where forward has no Python)."""

@@ -112,3 +112,17 @@ def test_bad_arguments_are_clear_errors(tmp_path, capsys):
     assert ts.widget.save_convert(tmp_path / "plain.log", tmp_path / "out") == []
     with pytest.raises(ValueError, match="output_mode"):
         ts.save(str(tmp_path / "x"), np.zeros(1), output_mode="screen")
+
+
+def test_the_runs_own_output_between_marker_and_value_is_skipped_and_bad_markers_are_rows(tmp_path):
+    (tmp_path / "p.log").write_text(
+        "_TS_SAVE_NAME:x\n3 it/s\nTensor(shape=[2], dtype=Int32, value=[1 2])\n"
+        "_TS_SAVE_NAME:\nTensor(shape=[1], dtype=Int32, value=[5])\n"
+        "_TS_SAVE_NAME:flags\nTensor(shape=[2], dtype=Bool, value=[True Maybe])\n"
+        "_TS_SAVE_NAME:y\n2.5\n"
+    )
+    rows = ts.widget.save_convert(tmp_path / "p.log", tmp_path / "out")
+    assert np.array_equal(np.load(rows[0].file), np.array([1, 2], dtype=np.int32))  # not the "3" of "3 it/s"
+    assert rows[1].file is None and "names nothing" in rows[1].error
+    assert rows[2].file is None and "Maybe" in rows[2].error
+    assert float(np.load(rows[3].file)) == 2.5

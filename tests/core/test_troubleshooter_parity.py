@@ -228,7 +228,6 @@ def test_precision_tracker_says_which_plugin_reads_graph_files(tmp_path):
         ts.widget.precision_tracker(tmp_path / "graph.pb")
     with pytest.raises(ValueError, match="precision_flags"):
         ts.widget.precision_tracker(tmp_path / "graph.pb", ("lower",))
-    assert not list(tmp_path.glob("*.csv"))
 
 
 def test_dicts_in_rank_folders_pair_rank_by_rank(tmp_path):
@@ -243,3 +242,13 @@ def test_dicts_in_rank_folders_pair_rank_by_rank(tmp_path):
     pairs = _pairs(report)
     assert pairs == {f"{r}/{a}": f"{r}/{b}" for r in ("rank0", "rank1") for a, b in PARTNERS.items()}
     assert [row.target_name for row in report.pairs if not row.passed] == ["rank1/1_d_y.npy"]
+
+
+def test_troubleshooters_layout_counts_one_id_per_tensor_written(tmp_path, capsys):
+    ts.reset_save_id()
+    for nothing in (None, []):
+        ts.save(str(tmp_path / "n"), nothing, layout="1.0.18")
+    ts.save(str(tmp_path / "l"), [np.zeros(1), np.ones(1)], output_mode="print", layout="1.0.18")
+    ts.save(str(tmp_path / "y"), np.zeros(2), layout="1.0.18")
+    assert "_TS_SAVE_NAME:l.0" in capsys.readouterr().out
+    assert [p.name for p in tmp_path.glob("*.npy")] == ["2_y.npy"]  # after the two printed tensors, 0 and 1

@@ -80,6 +80,9 @@ def test_files_that_are_not_graphs_are_clear_errors(tmp_path):
     (tmp_path / "noise.pb").write_bytes(bytes(range(256)) * 4)
     with pytest.raises(GraphFileError, match=r"noise\.pb"):
         ts.widget.precision_tracker(tmp_path / "noise.pb")
+    (tmp_path / "tiny.pb").write_bytes(b'"\x02\n\x00')  # parses as a ModelProto: one nameless node
+    with pytest.raises(GraphFileError, match=r"tiny\.pb"):
+        ts.widget.precision_tracker(tmp_path / "tiny.pb")
     with pytest.raises(GraphFileError, match="does not exist"):
         ts.widget.precision_tracker(tmp_path / "missing.pb")
     with pytest.raises(TypeError, match="precision_flags"):

@@ -28,8 +28,8 @@ def read_ir_graph(path: str) -> list[GraphNode] | None:
     except (DecodeError, OSError, ValueError):
         return None
     graph = model.graph
-    if not graph.node:
-        return None
+    if not graph.node or not all(node.name and node.op_type for node in graph.node):
+        return None  # bytes that parse as protobuf by chance: no graph of named operators
     known: dict[str, tuple[list[int] | None, str | None]] = {}
     for parameter in graph.parameters:
         known[parameter.name] = _type_of(parameter.type, anf_ir_pb2)
