@@ -109,8 +109,9 @@ def loss_compare(
 def save_convert(file: str | os.PathLike[str], output_path: str | os.PathLike[str]) -> list[ConvertedTensor]:
     """Turn the text a run printed with ``ts.save(..., output_mode="print")`` into ``.npy`` files.
 
-    Reads tscore's prints and MindSpore's own ``ops.print_`` output after TroubleShooter's
-    marker; each tensor becomes ``{n}_{name}.npy`` (n counting from 0), as TroubleShooter's
+    Reads tscore's prints, MindSpore's own ``ops.print_`` screen output, and MindSpore's binary
+    print files (``print_file_path`` on Ascend, through the MindSpore plugin), after
+    TroubleShooter's marker; each tensor becomes ``{n}_{name}.npy`` (n counting from 0), as TroubleShooter's
     ``save_convert`` names them. A tensor cut short or summarised by the print is a row with
     its error; the others are written.
 
