@@ -151,7 +151,7 @@ def _parse(name: str, body: list[str], line: int) -> PrintedTensor:
         else:
             numbers = np.array([float(w) for w in words], dtype=np.float64)
             flat = _as_dtype(numbers, dtype)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OverflowError) as exc:  # OverflowError: 300 printed as UInt8
         found.error = f"its values cannot be read: {exc}"
         return found
     if flat.size != math.prod(shape):
@@ -162,12 +162,21 @@ def _parse(name: str, body: list[str], line: int) -> PrintedTensor:
 
 
 def _as_dtype(numbers: np.ndarray, dtype: str) -> np.ndarray:
-    """Cast the printed numbers to the printed dtype (``ml_dtypes``' for bfloat16)."""
+    """Cast the printed numbers to the printed dtype (``ml_dtypes``' for bfloat16).
+
+    :raises ValueError: when a finite number does not fit the dtype (it would become inf).
+    """
     if dtype == "bfloat16" or dtype.startswith("float8"):
         import ml_dtypes
 
-        return numbers.astype(np.float32).astype(getattr(ml_dtypes, dtype))
-    return numbers.astype(np.dtype(dtype))
+        cast = numbers.astype(np.float32).astype(getattr(ml_dtypes, dtype))
+    else:
+        with np.errstate(over="ignore"):
+            cast = numbers.astype(np.dtype(dtype))
+    overflow = np.isfinite(numbers) & ~np.isfinite(cast.astype(np.float64))
+    if overflow.any():
+        raise ValueError(f"{float(numbers[overflow][0])!r} does not fit {dtype}")
+    return cast
 
 
 class ConvertedTensor(BaseModel):

@@ -120,9 +120,13 @@ def test_the_runs_own_output_between_marker_and_value_is_skipped_and_bad_markers
         "_TS_SAVE_NAME:\nTensor(shape=[1], dtype=Int32, value=[5])\n"
         "_TS_SAVE_NAME:flags\nTensor(shape=[2], dtype=Bool, value=[True Maybe])\n"
         "_TS_SAVE_NAME:y\n2.5\n"
+        "_TS_SAVE_NAME:huge\nTensor(shape=[2], dtype=Float32, value=[1e39 1.0])\n"
+        "_TS_SAVE_NAME:byte\nTensor(shape=[1], dtype=UInt8, value=[300])\n"
     )
     rows = ts.widget.save_convert(tmp_path / "p.log", tmp_path / "out")
     assert np.array_equal(np.load(rows[0].file), np.array([1, 2], dtype=np.int32))  # not the "3" of "3 it/s"
     assert rows[1].file is None and "names nothing" in rows[1].error
     assert rows[2].file is None and "Maybe" in rows[2].error
     assert float(np.load(rows[3].file)) == 2.5
+    assert rows[4].file is None and "1e+39 does not fit float32" in rows[4].error  # not a silent inf
+    assert rows[5].file is None and "300" in rows[5].error
