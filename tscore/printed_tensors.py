@@ -147,11 +147,16 @@ def _parse(name: str, body: list[str], line: int) -> PrintedTensor:
                 raise ValueError(f"a Bool tensor holds {sorted(set(words) - {'True', 'False'})[:3]}")
             flat = np.array([w == "True" for w in words], dtype=bool)
         elif dtype.startswith(("int", "uint")):  # read as integers: int64 beyond 2**53 stays exact
-            flat = np.array([int(w) for w in words], dtype=np.dtype(dtype))
+            ints = [int(w) for w in words]
+            bounds = np.iinfo(np.dtype(dtype))
+            wrong = [n for n in ints if not bounds.min <= n <= bounds.max]  # numpy 1 would wrap them
+            if wrong:
+                raise ValueError(f"{wrong[0]} does not fit {dtype}")
+            flat = np.array(ints, dtype=np.dtype(dtype))
         else:
             numbers = np.array([float(w) for w in words], dtype=np.float64)
             flat = _as_dtype(numbers, dtype)
-    except (ValueError, TypeError, OverflowError) as exc:  # OverflowError: 300 printed as UInt8
+    except (ValueError, TypeError) as exc:
         found.error = f"its values cannot be read: {exc}"
         return found
     if flat.size != math.prod(shape):
