@@ -13,21 +13,16 @@ import math
 import ml_dtypes
 import numpy as np
 
-_DTYPES = {
-    "Bool": np.dtype(bool),
-    "Int8": np.dtype(np.int8),
-    "UInt8": np.dtype(np.uint8),
-    "Int16": np.dtype(np.int16),
-    "UInt16": np.dtype(np.uint16),
-    "Int32": np.dtype(np.int32),
-    "UInt32": np.dtype(np.uint32),
-    "Int64": np.dtype(np.int64),
-    "UInt64": np.dtype(np.uint64),
-    "Float16": np.dtype(np.float16),
-    "BFloat16": np.dtype(ml_dtypes.bfloat16),
-    "Float32": np.dtype(np.float32),
-    "Float64": np.dtype(np.float64),
-}
+from tscore.plugin_api import neutral_dtype
+
+
+def _dtype(name: str) -> np.dtype | None:
+    """Return the numpy dtype of a printed dtype name (``Float32``, ``BFloat16``); None if unknown."""
+    neutral = neutral_dtype(name)
+    try:
+        return np.dtype(getattr(ml_dtypes, neutral) if neutral == "bfloat16" else neutral)
+    except TypeError:
+        return None
 
 
 def read_print_file(path: str) -> list[str | np.ndarray] | None:
@@ -53,7 +48,7 @@ def read_print_file(path: str) -> list[str | np.ndarray] | None:
             items.append(value.desc)
             continue
         tensor = value.tensor
-        dtype = _DTYPES.get(tensor.tensor_type)
+        dtype = _dtype(tensor.tensor_type)
         shape = tuple(int(d) for d in tensor.dims)
         if dtype is None or len(tensor.tensor_content) != dtype.itemsize * math.prod(shape):
             items.append(f"Tensor(shape={list(shape)}, dtype={tensor.tensor_type}, value=<unreadable>)")
