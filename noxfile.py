@@ -1,21 +1,23 @@
 """Every way to install, test, lint and benchmark tscore.
 
-Plain ``nox`` runs lint and the five test sessions: the core with no framework
-installed, torch alone, MindSpore alone, both together, and the PaddlePaddle
-backend beside torch. ``nox -s example``
-runs the bundled example; ``nox -s bench``, ``nox -s bench_compare`` and
-``nox -s bench_checkpoint``, ``nox -s bench_netdiff``, ``nox -s bench_dump``,
-``nox -s bench_dump_compare`` the benchmarks; ``nox -s fuzz`` the fuzz suites at length.
+Plain ``nox`` runs lint and the six test sessions: the core with no framework
+installed, torch alone, MindSpore alone, both together, the PaddlePaddle
+backend beside torch, and the HTML reports in a real headless Chromium.
+``nox -s example`` runs the bundled example; ``nox -s bench``,
+``nox -s bench_compare``, ``nox -s bench_checkpoint``, ``nox -s bench_netdiff``,
+``nox -s bench_dump``, ``nox -s bench_dump_compare`` and ``nox -s bench_html``
+the benchmarks; ``nox -s fuzz`` the fuzz suites at length.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import nox
 
-nox.options.sessions = ["lint", "core", "torch", "mindspore", "both", "paddle"]
+nox.options.sessions = ["lint", "core", "torch", "mindspore", "both", "paddle", "browser"]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
 
@@ -45,6 +47,7 @@ def lint(session: nox.Session) -> None:
         "orjson>=3.9",
         "types-tabulate",
         "types-tqdm",
+        "jinja2>=3.1",
         "threadpoolctl",
         "ml_dtypes",
         "pytest>=7.4",  # tscore.testing.conformance, the kit shipped for backend authors
@@ -96,6 +99,31 @@ def paddle(session: nox.Session) -> None:
     """The PaddlePaddle backend beside torch: its conformance kit, torch/Paddle pairs, .pdparams files."""
     session.install(*CONSTRAINTS, CORE, TORCH_PLUGIN, PADDLE_PLUGIN)
     _pytest(session, "tests/paddle")
+
+
+def _chromium(session: nox.Session) -> None:
+    """Install Debian's Chromium when the machine has none (root, or sudo): Playwright drives it."""
+    if shutil.which("chromium"):
+        return
+    sudo = "" if os.geteuid() == 0 else "sudo "
+    install = f"{sudo}apt-get install -y chromium"
+    session.run("sh", "-c", f"{install} || ({sudo}apt-get update && {install})", external=True)
+
+
+@nox.session(python=PYTHON)
+def browser(session: nox.Session) -> None:
+    """Every kind of HTML report opened in headless Chromium: markers, filters, clicks, no network."""
+    _chromium(session)
+    session.install(*CONSTRAINTS, CORE, TORCH_PLUGIN, "playwright>=1.40")
+    _pytest(session, "tests/browser")
+
+
+@nox.session(python=PYTHON)
+def bench_html(session: nox.Session) -> None:
+    """HTML report size and open time in headless Chromium, at 1,000 and 200,000 rows."""
+    _chromium(session)
+    session.install(*CONSTRAINTS, ".", "playwright>=1.40")
+    session.run("python", "benchmarks/bench_html.py", *session.posargs)
 
 
 @nox.session(python=PYTHON)

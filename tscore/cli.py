@@ -46,6 +46,7 @@ from tscore.compare.kernels import KERNEL_NAMES
 from tscore.dump import cli_command as dump_cli
 from tscore.dump_compare import cli_command as dump_compare_cli
 from tscore.errors import TscoreError
+from tscore.html_report.cli_options import add_html_options, check_html_target, write_html_report
 from tscore.netdiff import cli_command
 from tscore.plugins import get_plugin_manager
 
@@ -101,6 +102,7 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
 def _cmd_compare(args: argparse.Namespace) -> int:
     json_to_stdout = args.json == "-"
     quiet = args.quiet or json_to_stdout
+    check_html_target(args)
     report = compare_npy_dir(
         args.orig_dir,
         args.target_dir,
@@ -119,6 +121,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         print(report.to_json())
     elif args.json:
         report.write(_with_suffix(args.json, ".json"))
+    write_html_report(args, report)
     return 0 if report.passed else 1
 
 
@@ -169,6 +172,7 @@ def _add_compare(commands: Any) -> None:
     compare.add_argument("--csv", metavar="FILE", help="also write every metric to a CSV file")
     compare.add_argument("--json", metavar="FILE", help="also write the report as JSON ('-': to stdout only)")
     compare.add_argument("--only-failed", action="store_true", help="print only the pairs that failed")
+    add_html_options(compare)
     compare.add_argument("-q", "--quiet", action="store_true", help="print no table")
     compare.add_argument("--processes", type=_positive_int, help="worker processes (default: automatic)")
     compare.add_argument(

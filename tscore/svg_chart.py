@@ -28,6 +28,17 @@ class Series:
     y: Sequence[float | None]
 
 
+@dataclass(frozen=True)
+class Mark:
+    """A vertical line at ``x`` with its label: where something happens (the first divergence)."""
+
+    x: float
+    label: str
+    css_class: str = "mark"
+    color: str = "#d62728"
+    tooltip: str = ""  # shown on hover: the whole label, when the drawn one is cut
+
+
 def _finite(values: Sequence[float | None], log: bool) -> list[float]:
     return [v for v in values if v is not None and math.isfinite(v) and (not log or v > 0)]
 
@@ -56,11 +67,18 @@ def line_chart(
     log_y: bool = False,
     hline: float | None = None,
     hline_label: str = "",
+    marks: Sequence[Mark] = (),
+    x_range: tuple[float, float] | None = None,
 ) -> str:
     """Draw the series as one SVG line chart; return the SVG text.
 
     :param log_y: a log-scale y axis (values <= 0 are left out, as they cannot be drawn).
     :param hline: a horizontal reference line (a tolerance), labelled ``hline_label``.
+    :param marks: vertical lines at given x values (the first divergence), each labelled.
+    :param x_range: the x axis' ends, when they are not the series' smallest and largest x; the
+        SVG element carries them as ``data-x-low`` and ``data-x-high``, with the plot area's left
+        edge and width as ``data-plot-left`` and ``data-plot-width``, so that a page maps a click
+        to an x value.
     """
     if hline is not None and not (math.isfinite(hline) and (not log_y or hline > 0)):
         hline = None  # a line that cannot be drawn on this axis
@@ -69,6 +87,8 @@ def line_chart(
     if hline is not None:
         ys.append(hline)
     x_low, x_high = (min(xs), max(xs)) if xs else (0.0, 1.0)
+    if x_range is not None:
+        x_low, x_high = float(x_range[0]), float(x_range[1])
     y_low, y_high = (min(ys), max(ys)) if ys else ((1.0, 10.0) if log_y else (0.0, 1.0))
     if log_y:
         y_low, y_high = math.log10(y_low), math.log10(y_high)
@@ -87,7 +107,9 @@ def line_chart(
 
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-        f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">',
+        f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12" '
+        f'data-x-low="{x_low:g}" data-x-high="{x_high:g}" '
+        f'data-plot-left="{_LEFT}" data-plot-width="{plot_w}">',
         f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
         f'<text x="{WIDTH / 2}" y="22" text-anchor="middle" font-size="15">{escape(title)}</text>',
         f'<rect x="{_LEFT}" y="{_TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#888"/>',
@@ -115,6 +137,16 @@ def line_chart(
                 f'<text x="{_LEFT + plot_w - 4}" y="{y - 4:.1f}" text-anchor="end">'
                 f"{escape(hline_label)}</text>"
             )
+    for mark in marks:
+        x = px(mark.x)
+        right = x > _LEFT + plot_w * 0.7  # a label near the right edge goes to the line's left
+        out.append(
+            f'<g class="{escape(mark.css_class)}"><title>{escape(mark.tooltip or mark.label)}</title>'
+            f'<line x1="{x:.1f}" y1="{_TOP}" x2="{x:.1f}" '
+            f'y2="{_TOP + plot_h}" stroke="{mark.color}" stroke-width="2"/>'
+            f'<text x="{x - 4 if right else x + 4:.1f}" y="{_TOP - 4}" fill="{mark.color}" '
+            f'text-anchor="{"end" if right else "start"}">{escape(mark.label)}</text></g>'
+        )
     for index, line in enumerate(series):
         color = PALETTE[index % len(PALETTE)]
         out += _polylines(line, px, py, log_y, color, _TOP + plot_h)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 import xml.etree.ElementTree as ET
 
-from tscore.svg_chart import Series, line_chart
+import pytest
+
+from tscore.svg_chart import Mark, Series, line_chart
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -36,3 +38,17 @@ def test_empty_constant_and_single_point_series_still_draw():
         assert root.tag == f"{SVG}svg"
     single = _parse(line_chart([Series("c", [5], [2.0])]))
     assert len(list(single.iter(f"{SVG}circle"))) == 1
+
+
+def test_a_mark_is_a_labelled_vertical_line_at_its_x_on_the_given_axis():
+    svg = line_chart(
+        [Series("e", [0, 10], [1.0, 2.0])], marks=[Mark(5, "first <div>", css_class="first")], x_range=(0, 20)
+    )
+    root = _parse(svg)
+    (group,) = [g for g in root.iter(f"{SVG}g") if g.get("class") == "first"]
+    line = group.find(f"{SVG}line")
+    low, high = float(root.get("data-x-low")), float(root.get("data-x-high"))
+    left, width = float(root.get("data-plot-left")), float(root.get("data-plot-width"))
+    assert (low, high) == (0, 20)
+    assert float(line.get("x1")) == float(line.get("x2")) == pytest.approx(left + width / 4, abs=0.05)
+    assert group.find(f"{SVG}text").text == "first <div>"

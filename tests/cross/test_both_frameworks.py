@@ -30,6 +30,11 @@ def test_bundled_example_pairs_file_by_file(tmp_path):
     assert "largest difference between the twins" in out
     assert "The list of comparison results" in out and "shape of orig" in out
     assert "7 pairs: 7 within tolerance" in out
+    # the planted mistake (MindSpore's LeakyReLU() slope) is named where it was planted, and the page written
+    assert "first divergence 1_hidden.npy" in out
+    assert out.splitlines()[-1] == f"HTML report: {tmp_path / 'report.html'}"
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "first divergence: 1_hidden.npy" in page and "FAILED" in page
     names = npy_names(tmp_path / "torch")
     assert names == npy_names(tmp_path / "mindspore")
     assert names[:3] == ["0_input.npy", "1_hidden.npy", "2_hidden_backward.npy"]

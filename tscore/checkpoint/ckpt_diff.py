@@ -7,6 +7,7 @@ at a time, so memory stays at one chunk whatever the checkpoint size.
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from typing import Any
 
@@ -121,6 +122,16 @@ class CheckpointDiff(BaseModel):
             parts.append(self.value_table(only_diff=only_diff))
         parts.append(self.summary())
         return "\n".join(parts)
+
+    def to_html(self, path: str | os.PathLike[str], metric: str | None = None) -> str:
+        """Write this report as one self-contained HTML page (:mod:`tscore.html_report`); return the path.
+
+        :param metric: the error metric charted first (``max_rel``, ``cosine_distance``, ``max_abs``).
+        :raises TargetPathError: naming the path, when its folder is missing or not writable.
+        """
+        from tscore.html_report import write_html
+
+        return write_html(self, path, metric)
 
     def to_json(self, indent: int | None = 2) -> str:
         """Render the whole comparison as JSON."""

@@ -11,6 +11,7 @@ from tscore.checkpoint.ckpt_diff import diff_checkpoints, through_map
 from tscore.checkpoint.convert import convert_checkpoint
 from tscore.checkpoint.files import KIND_FRAMEWORK, SUFFIX_KINDS, load_checkpoint
 from tscore.checkpoint.weight_map import WeightMap, load_weight_map
+from tscore.html_report.cli_options import add_html_options, check_html_target, write_html_report
 
 
 def _identity_map(params: dict[str, Any], source_kind: str, target_path: str) -> WeightMap:
@@ -77,6 +78,7 @@ def add_convert(commands: Any) -> None:
 
 
 def _cmd_ckpt_diff(args: argparse.Namespace) -> int:
+    check_html_target(args)
     orig = load_checkpoint(args.orig, trust_pickle=args.trust_pickle)
     target = load_checkpoint(args.target)
     names: dict[str, str] = {}
@@ -99,6 +101,7 @@ def _cmd_ckpt_diff(args: argparse.Namespace) -> int:
         dropped=dropped,
     )
     _emit(args, diff.table(only_diff=args.only_failed), diff.to_json())
+    write_html_report(args, diff)
     return 0 if diff.passed else 1
 
 
@@ -126,5 +129,6 @@ def add_ckpt_diff(commands: Any, non_negative: Callable[[str], float]) -> None:
         help="let a pickled file (.pth, .pdparams) run code (trusted files)",
     )
     parser.add_argument("--json", metavar="FILE", help="also write the comparison as JSON ('-': stdout only)")
+    add_html_options(parser)
     parser.add_argument("-q", "--quiet", action="store_true", help="print no table")
     parser.set_defaults(run=_cmd_ckpt_diff)

@@ -372,6 +372,16 @@ class CompareReport(BaseModel):
         data["pairs"] = [json.loads(_row_json(pair)) for pair in self.iter_pairs()]
         return json.dumps(data, indent=indent)
 
+    def to_html(self, path: str | os.PathLike[str], metric: str | None = None) -> str:
+        """Write this report as one self-contained HTML page (:mod:`tscore.html_report`); return the path.
+
+        :param metric: the error metric charted first (``max_rel``, ``cosine_distance``, ``max_abs``).
+        :raises TargetPathError: naming the path, when its folder is missing or not writable.
+        """
+        from tscore.html_report import write_html
+
+        return write_html(self, path, metric)
+
     def write(self, path: str | os.PathLike[str]) -> str:
         """Write the report to ``path``: JSON for ``.json``, CSV otherwise, replacing any old file.
 

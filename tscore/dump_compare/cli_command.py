@@ -8,9 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 from tscore.dump_compare.compare import DEFAULT_TOLERANCE, compare_dumps
+from tscore.html_report.cli_options import METRICS, add_html_options, check_html_target, write_html_report
 
 
 def _cmd_dump_compare(args: argparse.Namespace) -> int:
+    check_html_target(args)
     output = args.output
     if output is not None:
         os.makedirs(output, exist_ok=True)
@@ -31,6 +33,7 @@ def _cmd_dump_compare(args: argparse.Namespace) -> int:
         print(report.summary())
         for path in report.files:
             print(f"wrote {path}")
+    write_html_report(args, report)
     return 0 if report.passed else 1
 
 
@@ -57,4 +60,5 @@ def add_dump_compare(commands: Any, non_negative: Callable[[str], float]) -> Non
         help=f"relative error above which a value differs (default {DEFAULT_TOLERANCE})",
     )
     parser.add_argument("--json", metavar="FILE", help="also write the report as JSON ('-': to stdout only)")
+    add_html_options(parser, ("error", *METRICS))
     parser.set_defaults(run=_cmd_dump_compare)

@@ -12,6 +12,7 @@ Not`` ...) and adds tscore's verdict and the module path.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
@@ -152,6 +153,16 @@ class DumpCompareReport(BaseModel):
             f"Line: {line}\nSuspect Nodes: {first.label}\nExpert Advice: {_advice(first)}\n"
             f"Verdict: {self.summary()}\n"
         )
+
+    def to_html(self, path: str | os.PathLike[str], metric: str | None = None) -> str:
+        """Write this report as one self-contained HTML page (:mod:`tscore.html_report`); return the path.
+
+        :param metric: the error metric charted first (``max_rel``, ``cosine_distance``, ``max_abs``).
+        :raises TargetPathError: naming the path, when its folder is missing or not writable.
+        """
+        from tscore.html_report import write_html
+
+        return write_html(self, path, metric)
 
     def write_csv(self, path: str, stack_mode: bool = False) -> None:
         """Write the CSV atomically, block by block."""

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from tscore.errors import TscoreError
+from tscore.html_report.cli_options import add_html_options, check_html_target, write_html_report
 
 
 class ReferenceError_(TscoreError, ValueError):
@@ -88,6 +89,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     )
     auto: object = specs if args.cases == 1 else {"input": specs, "num": args.cases}
     json_to_stdout = args.json == "-"
+    check_html_target(args)
     finder = NetDifferenceFinder(
         pt_net,
         ms_net,
@@ -110,6 +112,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         write_atomic(args.json, lambda stream: stream.write(text))
     elif args.quiet:
         print(report.verdict())
+    write_html_report(args, report)
     if any(case.failure is not None for case in report.cases):
         return 2
     return 0 if report.passed else 1
@@ -164,5 +167,6 @@ def add_diff(commands: Any, non_negative: Callable[[str], float], positive_int: 
     parser.add_argument("--equal-nan", action="store_true", help="count NaN against NaN as equal")
     parser.add_argument("--only-failed", action="store_true", help="print only the differences")
     parser.add_argument("--json", metavar="FILE", help="write the report as JSON ('-': to stdout only)")
+    add_html_options(parser)
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
     parser.set_defaults(run=_cmd_diff)

@@ -9,6 +9,7 @@ should look at first. ``verdict()`` is the one line to act on.
 from __future__ import annotations
 
 import enum
+import os
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
@@ -271,6 +272,16 @@ class NetDiffReport(BaseModel):
             ]
         parts.append(self.verdict())
         return "\n".join(parts)
+
+    def to_html(self, path: str | os.PathLike[str], metric: str | None = None) -> str:
+        """Write this report as one self-contained HTML page (:mod:`tscore.html_report`); return the path.
+
+        :param metric: the error metric charted first (``max_rel``, ``cosine_distance``, ``max_abs``).
+        :raises TargetPathError: naming the path, when its folder is missing or not writable.
+        """
+        from tscore.html_report import write_html
+
+        return write_html(self, path, metric)
 
     def to_json(self, indent: int | None = 2) -> str:
         """Render the whole report as JSON."""

@@ -1,0 +1,147 @@
+"""Each kind of HTML report opened in a real headless Chromium: what a person sees, filters and clicks.
+
+Every page is opened from its file (``file://``) and must make no request but for itself, raise no
+script error, and show its verdict; a screenshot of each is written beside it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.numpy import save_file
+
+import tscore as ts
+from tests.core.test_html_report import planted
+from tscore.cli import main
+from tscore.dump_compare import compare_dumps
+from tscore.netdiff.report import LayerStatus
+
+MSPROBE = Path(__file__).resolve().parents[1] / "data" / "msprobe_26.2"
+# a file name that would run script and fetch an image if a page ever wrote it as HTML
+EVIL = "<img src=x onerror=document.body.dataset.pwned=1>"
+
+
+def marker_visible(opened) -> bool:
+    return opened.page.locator(".chart:not([hidden]) .first-divergence").is_visible()
+
+
+def test_a_folder_comparison_names_marks_and_filters_the_first_divergence(tmp_path, open_report) -> None:
+    a, b = planted(tmp_path, rows=12, first_bad=7, name=EVIL)
+    report = ts.migrator.compare_npy_dir(a, b, print_level=0)
+    opened = open_report(report.to_html(tmp_path / "folders.html"))
+    page = opened.page
+    assert opened.errors == [] and page.evaluate("document.body.dataset.pwned") is None
+    verdict = page.inner_text("#verdict")
+    assert verdict.startswith("FAILED") and f"7_{EVIL}7.npy" in verdict  # the name, as text
+    assert marker_visible(opened)
+    assert f"first divergence: 7_{EVIL}7" in page.text_content(".chart:not([hidden]) .first-divergence")
+    assert opened.column(opened.header_index("orig name"))[0] == f"0_{EVIL}0.npy"
+
+    page.check("#only-failed")
+    assert opened.shown() == report.counts["failed"] == 5
+    assert opened.column(0)[0].startswith("7") and [int(n.split()[0]) for n in opened.column(0)] == list(
+        range(7, 12)
+    )
+    assert set(opened.column(opened.header_index("status"))) == {"mismatch"}
+    page.uncheck("#only-failed")
+    assert opened.shown() == 12
+
+    # the largest difference first, by a click on its column
+    page.click("#head th:text-is('max abs diff')")  # a numeric column sorts largest first
+    assert page.locator("#head th.desc").inner_text() == "max abs diff"
+    assert opened.column(0)[0] == "11"
+
+    # the button goes back to execution order and opens the first divergence with its histogram
+    page.click("#show-first")
+    assert page.inner_text("#body tr.selected td:first-child").startswith("7")
+    assert f"7_{EVIL}7.npy" in page.inner_text("#detail-title")
+    assert page.locator("#histogram svg rect").count() == 40
+
+    # another metric: its own chart, the marker on it too
+    page.select_option("#metric", "cosine_distance")
+    assert page.locator(".chart[data-metric='max_rel']").is_hidden() and marker_visible(opened)
+
+
+def test_a_click_on_the_chart_opens_the_row_there(tmp_path, open_report) -> None:
+    a, b = planted(tmp_path, rows=12, first_bad=7)
+    opened = open_report(ts.migrator.compare_npy_dir(a, b, print_level=0).to_html(tmp_path / "click.html"))
+    box = opened.page.locator(".chart:not([hidden]) .first-divergence line").bounding_box()
+    opened.page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    assert opened.page.inner_text("#body tr.selected td:first-child").startswith("7")
+
+
+def test_a_long_table_is_paged(tmp_path, open_report) -> None:
+    a, b = planted(tmp_path, rows=250, first_bad=240)
+    opened = open_report(ts.migrator.compare_npy_dir(a, b, print_level=0).to_html(tmp_path / "long.html"))
+    assert len(opened.column(0)) == 100 and "page 1 of 3" in opened.page.inner_text("#pageno")
+    opened.page.click("#next")
+    assert opened.column(0)[0] == "100"
+    opened.page.fill("#filter", "layer24")  # layer24, layer240 ... layer249
+    opened.page.wait_for_selector("body[data-shown='11']")
+    assert opened.column(opened.header_index("orig name"))[0] == "24_layer24.npy"
+
+
+def test_a_checkpoint_comparison_lists_missing_and_differing_parameters(
+    tmp_path, open_report, capsys
+) -> None:
+    rng = np.random.default_rng(0)
+    weights = {name: rng.standard_normal((4, 3)).astype(np.float32) for name in ("fc1.w", "fc2.w", "fc3.w")}
+    changed = dict(weights, **{"fc2.w": weights["fc2.w"] + 0.5})
+    changed["extra.b"] = changed.pop("fc3.w")
+    save_file(weights, str(tmp_path / "a.safetensors"))
+    save_file(changed, str(tmp_path / "b.safetensors"))
+    html = tmp_path / "ckpt.html"
+    arguments = [str(tmp_path / "a.safetensors"), str(tmp_path / "b.safetensors"), "-q", "--html", str(html)]
+    assert main(["ckpt-diff", *arguments]) == 1
+    assert f"HTML report: {html}" in capsys.readouterr().out
+    opened = open_report(html)
+    assert opened.errors == [] and opened.page.inner_text("#verdict").startswith("FAILED")
+    opened.page.check("#only-failed")
+    assert opened.shown() == 3  # fc2.w differs, fc3.w and extra.b have no partner
+    names = {n for i in (1, 2) for n in opened.column(i)}
+    assert names == {"fc2.w", "fc3.w", "extra.b", "-"}
+
+
+class Net(torch.nn.Module):
+    """Linear, LeakyReLU, Linear: two copies with other slopes compute differently at the activation."""
+
+    def __init__(self, slope: float) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc1, self.act, self.fc2 = torch.nn.Linear(6, 8), torch.nn.LeakyReLU(slope), torch.nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.act(self.fc1(x)))
+
+
+def test_the_difference_finder_marks_the_layer_with_its_own_error(tmp_path, open_report) -> None:
+    finder = ts.migrator.NetDifferenceFinder(Net(0.01), Net(0.3), print_level=0, auto_conv_ckpt=0)
+    report = finder.compare(auto_inputs=(((4, 6), np.float32),), locate=True)
+    assert report.first_divergence is not None and report.first_divergence.orig_path == "act"
+    opened = open_report(report.to_html(tmp_path / "netdiff.html"))
+    page = opened.page
+    assert opened.errors == [] and "first divergence: act" in page.inner_text("#verdict")
+    assert marker_visible(opened)
+    page.check("#only-failed")
+    failing = [r for r in report.layers if r.status not in (LayerStatus.OK, LayerStatus.CONTAINS)]
+    assert opened.shown() == len(failing) and set(opened.column(2)) <= {"diverges", "inherits", "unknown"}
+    page.click("#show-first")
+    assert page.inner_text("#detail-title").startswith("row") and "act" in page.inner_text("#detail-title")
+
+
+def test_a_dump_comparison_charts_forward_and_backward_apart(tmp_path, open_report) -> None:
+    report = compare_dumps(MSPROBE / "tensor/perturbed/step0/rank0", MSPROBE / "tensor/base/step0/rank0")
+    opened = open_report(report.to_html(tmp_path / "dump.html"))
+    page = opened.page
+    assert opened.errors == [] and page.inner_text("#verdict").startswith("FAILED")
+    legend = page.text_content(".chart:not([hidden]) svg")
+    assert "forward" in legend and "backward" in legend and marker_visible(opened)
+    page.click("#show-first")
+    assert "Functional.conv2d.1.forward" in page.inner_text("#detail-title")
+    assert "stack" in page.inner_text("#detail-text")
+    page.check("#only-failed")
+    failing = sum(row.accuracy == "No" for row in report.iter_rows())
+    assert opened.shown() == failing > 0
+    assert set(opened.column(opened.header_index("accuracy reached"))) == {"No"}

@@ -1,0 +1,171 @@
+"""One comparison as a page: what every kind of report gives the HTML renderer, and the renderer.
+
+Each report kind (:mod:`tscore.html_report.kinds`) turns its model into a
+:class:`ReportPage`: a summary line, the settings, the rows as columns in
+execution order, which rows fail, each row's details (stack, settings,
+message), the error metrics a person can chart, the first divergence and,
+where the tensors were kept, histograms of the differences. :func:`render`
+makes one self-contained HTML file of it: styles, script, charts and data
+inline, nothing fetched (a Content-Security-Policy forbids it), names shown
+as text whatever they contain.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from tscore.html_report.chart import metric_chart
+from tscore.npy_files import write_atomic
+
+PAGE_ROWS = 100  # rows in one page of the table
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of the table: its key in :attr:`ReportPage.cells`, its title, how it sorts."""
+
+    key: str
+    title: str
+    numeric: bool = False
+
+
+@dataclass
+class Metric:
+    """An error metric of every row, drawn along the execution order on a log scale."""
+
+    key: str  # "max_rel", "cosine_distance", "max_abs", "error"
+    title: str  # "max relative error"
+    values: list[float | None]  # one per row; None: the row has no such value
+    tolerance: float | None = None  # drawn as a dashed line
+
+
+@dataclass
+class Histogram:
+    """How the element-wise differences (target - orig) of one row spread: bin edges and counts."""
+
+    edges: list[float]
+    counts: list[int]
+    elements: int
+
+    def as_data(self) -> dict[str, Any]:
+        """Return the histogram as the page's script reads it."""
+        return {"edges": [_number(e) for e in self.edges], "counts": self.counts, "n": self.elements}
+
+
+@dataclass
+class ReportPage:
+    """Everything one HTML report shows, whatever kind of comparison it comes from."""
+
+    kind: str  # "compare_npy_dir", "checkpoint", "netdiff", "dump_compare"
+    title: str
+    passed: bool
+    summary: str  # the one line to act on
+    facts: list[tuple[str, str]]  # settings and inputs: ("rtol", "0.0001"), ("orig", "run_a/")
+    columns: list[Column]
+    cells: dict[str, list[Any]]  # column key -> one value per row
+    failed: list[bool]
+    metrics: list[Metric]
+    details: list[str] = field(default_factory=list)  # texts shown when a row is clicked
+    detail_of: list[int] | None = None  # per row: its index in details, -1 for none
+    groups: list[str] | None = None  # per row, charted apart: "forward", "backward"
+    first: int | None = None  # the row of the first divergence
+    first_label: str = ""
+    histograms: dict[int, Histogram] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # lines below the summary
+
+    @property
+    def rows(self) -> int:
+        """Return how many rows the table has."""
+        return len(self.failed)
+
+
+def _number(value: Any) -> Any:
+    """Return a JSON-safe cell: floats rounded to 7 significant digits, NaN and infinities as text."""
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return float(f"{value:.7g}")
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
+
+def _payload(page: ReportPage) -> str:
+    """Pack the table's data as gzip-compressed JSON in base64: a tenth of the size, decoded in the page."""
+    data = {
+        "columns": [{"key": c.key, "title": c.title, "numeric": c.numeric} for c in page.columns],
+        "cells": {
+            c.key: [_number(v) for v in page.cells[c.key]] if c.numeric else page.cells[c.key]
+            for c in page.columns
+        },
+        "failed": [1 if f else 0 for f in page.failed],
+        "details": page.details,
+        "detailOf": page.detail_of,
+        "groups": page.groups,
+        "first": page.first,
+        "hist": {str(row): h.as_data() for row, h in page.histograms.items()},
+        "pageRows": PAGE_ROWS,
+    }
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    packed = gzip.compress(text.encode("utf-8", "backslashreplace"), compresslevel=6, mtime=0)
+    return base64.b64encode(packed).decode("ascii")
+
+
+def _asset(name: str) -> str:
+    return resources.files("tscore.html_report").joinpath("assets", name).read_text(encoding="utf-8")
+
+
+def render(page: ReportPage, metric: str | None = None) -> str:
+    """Render ``page`` as one self-contained HTML document.
+
+    :param metric: the key of the metric charted first (the page switches between all of them);
+        default: the page's first metric.
+    :raises ValueError: naming the metrics there are, when ``metric`` is not one of them.
+    """
+    import jinja2  # only when a page is written: importing tscore does not import it
+
+    keys = [m.key for m in page.metrics]
+    if metric is not None and metric not in keys:
+        raise ValueError(f"metric {metric!r} is not one of this report's: {', '.join(keys) or 'none'}")
+    shown = metric or (keys[0] if keys else None)
+    charts = [
+        {
+            "key": m.key,
+            "title": m.title,
+            "svg": metric_chart(page, m) if page.rows else "",
+            "shown": m.key == shown,
+        }
+        for m in page.metrics
+    ]
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader("tscore.html_report", "assets"),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    from tscore import __version__
+
+    return environment.get_template("report.html.j2").render(
+        page=page,
+        charts=charts,
+        payload=_payload(page),
+        style=_asset("report.css"),
+        script=_asset("report.js"),
+        failing=sum(page.failed),
+        version=__version__,
+    )
+
+
+def write_page(page: ReportPage, path: str | os.PathLike[str], metric: str | None = None) -> str:
+    """Render ``page`` and write it to ``path`` atomically; return the path.
+
+    :raises TargetPathError: naming the path, when its folder is missing or not writable.
+    """
+    target = os.fspath(path)
+    html = render(page, metric).encode("utf-8", "backslashreplace")
+    return write_atomic(target, lambda stream: stream.write(html))
