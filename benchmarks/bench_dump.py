@@ -6,7 +6,9 @@ patches cannot touch another's numbers: msprobe runs from its own venv
 this one. A worker times plain steps (forward, backward, SGD step) of a small
 ResNet or a small transformer encoder, then dumped steps (``start``, step,
 ``stop``, ``step()``), then plain steps again after the dump stopped, and
-reports the medians; ratios are taken within one worker. Tensor mode also
+reports the medians; ratios are taken within one worker. ``overflow_check``
+(tscore only: msprobe 26.2 has no such task) times the check on a step that
+does not overflow, which is what it costs a healthy training run. Tensor mode also
 reports the bytes written per step against ``np.save`` of the same tensors,
 and a 50-step statistics run reports how resident memory moves.
 
@@ -203,6 +205,12 @@ def main() -> None:
     parser.add_argument("--msprobe-python", default=None, help="an interpreter with mindstudio-probe")
     parser.add_argument("--steps", type=int, default=15)
     parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument(
+        "--tasks",
+        nargs="+",
+        default=["statistics", "tensor", "overflow_check"],
+        help="tasks to time (msprobe 26.2 has no overflow_check: tscore alone there)",
+    )
     args = parser.parse_args()
     if args.worker:
         tool, model, task, steps, folder = args.worker
@@ -211,9 +219,9 @@ def main() -> None:
     root = tempfile.mkdtemp(prefix="bench_dump_", dir=".")
     rows = []
     for model in MODELS:
-        for task in ("statistics", "tensor"):
+        for task in args.tasks:
             rows.append(run(sys.executable, "tscore", model, task, args.steps, root))
-            if args.msprobe_python:
+            if args.msprobe_python and task != "overflow_check":
                 rows.append(run(args.msprobe_python, "msprobe", model, task, args.steps, root))
     shutil.rmtree(root, ignore_errors=True)
     for row in rows:  # what writing the tensors costs: tensor mode over statistics mode, same tool and model

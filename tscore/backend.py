@@ -71,6 +71,7 @@ HOOK_METHODS: dict[str, tuple[str | tuple[str, ...], ...]] = {
     "ts_install_api_hooks": ("install_api_hooks",),
     "ts_tensor_stats": ("tensor_types", "tensor_stats"),
     "ts_tensor_key": ("tensor_types", "tensor_key"),
+    "ts_tensor_abs_max": ("tensor_types", "tensor_abs_max"),
     "ts_current_rank": ("current_rank",),
     "ts_read_graph_file": ("read_graph_file",),
     "ts_read_print_file": ("read_print_file",),
@@ -248,6 +249,10 @@ class Backend:
         """Answer ``ts_tensor_key``: a value that changes when the tensor's contents may have changed."""
         raise NotImplementedError
 
+    def tensor_abs_max(self, tensor: Any) -> Any:
+        """Answer ``ts_tensor_abs_max``: the largest |x| on the tensor's device (NaN, inf when present)."""
+        raise NotImplementedError
+
     def current_rank(self) -> int | None:
         """Answer ``ts_current_rank``: the distributed rank when your framework knows it."""
         raise NotImplementedError
@@ -417,6 +422,11 @@ class Backend:
     def ts_tensor_key(self, tensor: object) -> Any:
         """Say when one of your tensors may have changed."""
         return self.tensor_key(tensor) if self.owns_tensor(tensor) else None
+
+    @hookimpl
+    def ts_tensor_abs_max(self, tensor: object) -> Any:
+        """Give the largest magnitude of one of your floating tensors, for the overflow check."""
+        return self.tensor_abs_max(tensor) if self.owns_tensor(tensor) else None
 
     @hookimpl
     def ts_current_rank(self) -> int | None:

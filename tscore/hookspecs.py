@@ -477,6 +477,21 @@ def ts_tensor_stats(tensor: object) -> object | None:
 
 
 @hookspec(firstresult=True)
+def ts_tensor_abs_max(tensor: object) -> object | None:
+    """Return the largest absolute value of a floating tensor, computed on its own device.
+
+    ``firstresult``: return ``None`` for tensors that are not yours, and for
+    integer, bool or empty tensors (they do not overflow). The value must be
+    NaN when any element is NaN and inf when any is infinite: the overflow
+    check (``task="overflow_check"``) reads it with ``float()`` after every
+    API call, so it is one reduction, in the tensor's own dtype (its largest
+    value is what the check compares with), with no autograd graph and no
+    copy of the tensor to the host. torch's answer: ``aminmax``, then the
+    larger of ``max`` and ``-min``.
+    """
+
+
+@hookspec(firstresult=True)
 def ts_tensor_key(tensor: object) -> object | None:
     """Return a hashable identity of ``tensor``'s current contents, or ``None`` when you cannot tell.
 

@@ -47,6 +47,7 @@ __all__ = [
     "set_backward_input",
     "set_dump_path",
     "set_dump_switch",
+    "set_overflow_check_switch",
 ]
 
 MODES = ("all", "list", "range", "stack", "api_list", "api_stack", "acl")
@@ -59,7 +60,7 @@ def acc_cmp_dump(*args: object, **kwargs: object) -> None:
 
 
 def overflow_check(*args: object, **kwargs: object) -> None:
-    """Ptdbg's overflow-check hook, for :func:`register_hook`; not available in this version of tscore."""
+    """Ptdbg's overflow-check hook: pass it to :func:`register_hook`; it is not called directly."""
     raise TypeError("overflow_check is passed to register_hook(model, overflow_check), not called")
 
 
@@ -74,6 +75,7 @@ class _Session:
         self.rank: int | None = None
         self.debugger: Debugger | None = None
         self.steps = 0
+        self.overflow_nums: int | None = None  # set by register_hook(model, overflow_check)
 
 
 _session = _Session()
@@ -116,19 +118,16 @@ def register_hook(
 ) -> None:
     """Name the model to dump and the rank to dump as; the dump starts at ``set_dump_switch("ON")``.
 
-    :param hook: :func:`acc_cmp_dump`.
+    :param hook: :func:`acc_cmp_dump`, or :func:`overflow_check`, which starts checking every API
+        call's outputs for inf and NaN at once (on any device; :mod:`tscore.dump.overflow`) and
+        stops the training at the ``overflow_nums``-th call that overflows by itself (``-1``: never).
     :param rank: the rank folder to write (default: the framework's rank, else 0).
-    :raises DumpConfigError: for ``overflow_check`` or ``dump_mode="acl"``, which need what this
-        version lacks, and for an unknown hook.
+    :raises DumpConfigError: for ``dump_mode="acl"``, which needs an Ascend NPU, an
+        ``overflow_nums`` that is not a count, and an unknown hook; before anything is installed.
     """
-    if hook is overflow_check:
+    if hook is not acc_cmp_dump and hook is not overflow_check:
         raise DumpConfigError(
-            "register_hook(model, overflow_check): overflow detection is not part of this version of "
-            "tscore; dump statistics with acc_cmp_dump and look for inf and nan in max and min"
-        )
-    if hook is not acc_cmp_dump:
-        raise DumpConfigError(
-            f"register_hook: the hook must be acc_cmp_dump (from tscore.ptdbg), not {hook!r}"
+            f"register_hook: the hook is acc_cmp_dump or overflow_check (tscore.ptdbg), not {hook!r}"
         )
     if dump_mode != "api":
         raise DumpConfigError(
@@ -139,6 +138,55 @@ def register_hook(
         raise ValueError(f"register_hook: rank must be a rank number >= 0, not {rank!r}")
     _session.model = model
     _session.rank = rank
+    if hook is overflow_check:
+        make_config({"task": "overflow_check", "overflow_nums": overflow_nums}, "register_hook")
+        _session.overflow_nums = overflow_nums
+        set_overflow_check_switch("ON")
+    else:
+        _session.overflow_nums = None
+
+
+def set_overflow_check_switch(switch: str, filter_switch: str = "ON") -> None:
+    """Turn the overflow check that :func:`register_hook` ``(model, overflow_check)`` started on or off.
+
+    Checking runs from ``register_hook`` on; to check chosen steps only, turn it ``"OFF"`` and
+    ``"ON"`` around them (each ``"ON"`` begins a new ``step{k}`` folder).
+
+    :param filter_switch: ``"ON"`` leaves bool and integer tensors out of the records.
+    :raises DumpConfigError: for a switch or filter that is not ``"ON"``/``"OFF"``, or when
+        ``register_hook(model, overflow_check)`` was not called.
+    """
+    if switch not in ("ON", "OFF"):
+        raise DumpConfigError(f"set_overflow_check_switch: the switch is 'ON' or 'OFF', not {switch!r}")
+    if filter_switch not in ("ON", "OFF"):
+        raise DumpConfigError(
+            f"set_overflow_check_switch: filter_switch is 'ON' or 'OFF', not {filter_switch!r}"
+        )
+    if _session.overflow_nums is None:
+        raise DumpConfigError(
+            "set_overflow_check_switch: call register_hook(model, overflow_check, overflow_nums=N) first"
+        )
+    if _session.debugger is not None:
+        _session.debugger.stop()
+        _session.debugger = None
+    if switch == "OFF":
+        return
+    config = make_config(
+        {
+            "task": "overflow_check",
+            "dump_path": _session.dump_path,
+            "overflow_nums": _session.overflow_nums,
+            "filter_int": filter_switch == "ON",
+            "step": [],
+            "level": "L1",
+        },
+        "set_overflow_check_switch",
+    )
+    debugger = Debugger(config, rank_id=_session.rank)
+    debugger.current_step = _session.steps
+    _session.steps += 1
+    debugger.start(_session.model)
+    _session.debugger = debugger
 
 
 def _mode_config(mode: str, scope: Sequence[str], api_list: Sequence[str]) -> dict[str, Any]:

@@ -127,8 +127,6 @@ def test_api_dump_start_before_init_and_bad_arguments_are_clear_errors(tmp_path)
         ts.migrator.api_dump_init(_net(0), tmp_path / "d")
     with pytest.raises(ValueError, match="dump_type"), pytest.warns(DeprecationWarning):
         ts.migrator.api_dump_start(dump_type="xlsx")
-    with pytest.raises(ValueError, match="overflow"), pytest.warns(DeprecationWarning):
-        ts.migrator.api_dump_start(overflow_check=True)
     with pytest.raises(ValueError, match=r"api_dump_start: mode 'bogus'"), pytest.warns(DeprecationWarning):
         ts.migrator.api_dump_start(mode="bogus")
     with (

@@ -82,8 +82,10 @@ def api_dump_start(
         calls or APIs).
     :param dump_type: ``all`` or ``npy`` (tensors), ``statistics``, ``stack`` (names and stacks).
     :param filter_data: leave out bool and integer tensors.
+    :param overflow_check: record only the calls whose outputs hold inf or NaN, with the full
+        tensors of those that made it (:mod:`tscore.dump.overflow`); the step is never stopped.
     :raises RuntimeError: before :func:`api_dump_init`.
-    :raises DumpConfigError: for an unknown mode or dump_type, or ``overflow_check`` (not in this version).
+    :raises DumpConfigError: for an unknown mode or dump_type.
     """
     del filter_stack, statistic_category  # tscore records max, min, mean and L2 norm, stacks whole
     _deprecated("api_dump_start()", "ts.dump.Debugger(...).start(net)")
@@ -99,22 +101,21 @@ def api_dump_start(
         raise DumpConfigError(
             f"api_dump_start: dump_type {dump_type!r} is not one of {', '.join(DUMP_TYPES)}"
         )
-    if overflow_check:
-        raise DumpConfigError(
-            "api_dump_start(overflow_check=True): overflow detection is not part of this version of tscore; "
-            "dump statistics and look for inf and nan in max and min"
-        )
     from tscore.ptdbg import _mode_config  # ptdbg's modes, which TroubleShooter's are
 
     values = _mode_config(mode, names, names)
     values.update(
-        task="statistics" if dump_type == "statistics" else "tensor",
+        task="overflow_check"
+        if overflow_check
+        else ("statistics" if dump_type == "statistics" else "tensor"),
         dump_path=_state.output_path,
         filter_int=bool(filter_data),
         step=[],
         level="L1",
     )
-    if dump_type == "stack":
+    if overflow_check:
+        values["overflow_nums"] = -1
+    elif dump_type == "stack":
         values["stack_only"] = True
     if _state.debugger is not None:
         _state.debugger.stop()

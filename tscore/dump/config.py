@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
 from tscore.errors import TscoreError
 from tscore.json_files import read_json
@@ -51,6 +51,10 @@ class DumpConfig(BaseModel):
     :ivar stack: record each call's Python stack (stored once per distinct stack).
     :ivar stack_only: record names and stacks only, no statistics or tensors (ptdbg's ``stack`` mode).
     :ivar filter_int: leave out bool and integer tensors (ptdbg's ``filter_switch="ON"``).
+    :ivar overflow_nums: with ``overflow_check``, stop the step at this many own overflows
+        (``-1``: never), as ptdbg does.
+    :ivar overflow_factor: with ``overflow_check``, list float16/bfloat16 outputs whose largest
+        magnitude comes within this factor of their dtype's largest value.
     """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
@@ -70,7 +74,8 @@ class DumpConfig(BaseModel):
     stack: bool = True
     stack_only: bool = False
     filter_int: bool = True
-    overflow_nums: int = 1
+    overflow_nums: StrictInt = 1
+    overflow_factor: float = 2.0
 
     @field_validator("scope")
     @classmethod
@@ -78,6 +83,24 @@ class DumpConfig(BaseModel):
         if value and len(value) != 2:
             raise ValueError(
                 f"scope takes two names, the first and the last call to dump; got {len(value)}: {value}"
+            )
+        return value
+
+    @field_validator("overflow_nums")
+    @classmethod
+    def _a_count(cls, value: int) -> int:
+        if value == 0 or value < -1:
+            raise ValueError(
+                f"overflow_nums is how many overflows stop the step: 1 or more, or -1 for never; got {value}"
+            )
+        return value
+
+    @field_validator("overflow_factor")
+    @classmethod
+    def _above_one(cls, value: float) -> float:
+        if not value >= 1:
+            raise ValueError(
+                f"overflow_factor is a factor of 1 or more (2: within half the largest); got {value}"
             )
         return value
 

@@ -24,7 +24,8 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from tscore.dump.config import DumpConfig, DumpConfigError, load_config, make_config
+from tscore.dump.config import DumpConfig, load_config, make_config
+from tscore.dump.overflow import OverflowRecorder, OverflowSummary
 from tscore.dump.recorder import DumpRecorder, finish_record
 from tscore.dump.writer import DumpWriter, WriterThread
 from tscore.errors import TscoreError
@@ -62,11 +63,6 @@ class Debugger:
     def __init__(self, config: object = None, *, rank_id: int | None = None, **keywords: Any) -> None:
         """Check the configuration; nothing is installed until :meth:`start`."""
         self.config = _config(config, keywords)
-        if self.config.task == "overflow_check":
-            raise DumpConfigError(
-                "task='overflow_check' is not part of this version of tscore's dump; use 'statistics' "
-                "(each record has max, min and mean, so inf and NaN show) or 'tensor'"
-            )
         self.rank_id = rank_id
         self.current_step = 0
         self.recorder: DumpRecorder | None = None
@@ -76,6 +72,7 @@ class Debugger:
         self._thread: WriterThread | None = None  # one writing thread for every step of this debugger
         self._started_info: dict[str, Any] = {}  # dump_info.json as start() wrote it
         self.folders: list[str] = []
+        self.overflows: list[OverflowSummary] = []  # with task="overflow_check": each step's findings
         # what every step dumped so far wrote: records, tensor files, bytes, seconds spent writing tensors
         self.totals: dict[str, float] = dict.fromkeys(
             ("records", "tensors", "bytes", "tensor_bytes", "tensor_seconds"), 0
@@ -117,7 +114,8 @@ class Debugger:
         except TscoreError as exc:
             log.warning("dump off, the training goes on: %s", exc)
             return
-        recorder = DumpRecorder(self.config, writer, step=self.current_step, rank=rank)
+        kind = OverflowRecorder if self.config.task == "overflow_check" else DumpRecorder
+        recorder = kind(self.config, writer, step=self.current_step, rank=rank)
         info = self._info(rank, model)
         writer.write_info(info)
         handles: list[HookHandles] = []
@@ -165,6 +163,10 @@ class Debugger:
         # which framework's tensors the step recorded: dump_info's frameworks lists every one imported
         writer.write_info({**self._started_info, "recorded_frameworks": recorder.frameworks})
         writer.close()
+        if isinstance(recorder, OverflowRecorder):
+            recorder.write_summary()
+            self.overflows.append(recorder.summary)
+            log.info("overflow check: %s", recorder.summary.line())
         missing = recorder.unmatched_scope()
         if missing:
             log.warning("dump: no call of step %d was named %s", recorder.step, ", ".join(missing))

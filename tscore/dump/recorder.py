@@ -81,6 +81,7 @@ class TensorOps:
         """Bind the backend (a :class:`tscore.backend.Backend`), or None to go through the hooks."""
         self._backend = backend
         self._dtypes: dict[str, str] = {}
+        self._abs_max = backend is not None and backend.implements("ts_tensor_abs_max")
 
     def dtype(self, tensor: Any) -> str:
         """Return the neutral dtype name."""
@@ -109,6 +110,23 @@ class TensorOps:
         if self._backend is None:
             return to_numpy(tensor, copy=copy)
         return self._backend.to_numpy(tensor, copy)
+
+    def abs_max(self, tensor: Any) -> float | None:
+        """Return the largest |x| (NaN, inf when present; None: not floating), computed on the device.
+
+        A backend without ``ts_tensor_abs_max`` is asked for its statistics instead.
+        """
+        if not self._abs_max:
+            found = hook().ts_tensor_abs_max(tensor=tensor)
+            if found is None:
+                stats = self.stats(tensor)
+                if stats is None or not self.dtype(tensor).startswith(("float", "bfloat")):
+                    return None
+                high, low = float(stats[0]), float(stats[1])
+                return max(high, -low) if high == high and low == low else math.nan
+        else:
+            found = self._backend.tensor_abs_max(tensor)
+        return None if found is None else float(found)
 
     def key(self, tensor: Any) -> Any:
         """Return an identity of the tensor's current contents, or None when the backend gives none."""
@@ -158,6 +176,8 @@ class CallToken:
     stack: int | None
     inputs: list[dict[str, Any]]
     record: bool = True  # False: only counted (its backward may still be dumped)
+    held: Any = None  # the arguments themselves, when a recorder looks at them only after the call
+    nonfinite: bool = False  # the overflow check found inf or NaN in the forward call's values
 
 
 @dataclass
@@ -241,6 +261,7 @@ class DumpRecorder:
         self._module_calls: dict[str, int] = {}
         self._module_tree: set[str] = set()
         self._stacks: dict[tuple[tuple[str, int, str], ...], int] = {}
+        self.stack_lines: dict[int, list[str]] = {}  # each stored stack's lines, by its id
         # by the ids of the frames' code objects and their lines
         self._stack_ids: dict[tuple[tuple[int, int], ...], tuple[int, tuple[Any, ...]]] = {}
         # tensors seen in this step by content key, held weakly: a call's input is very often an
@@ -249,6 +270,7 @@ class DumpRecorder:
         self._by_memory: dict[Any, set[Any]] = {}
         self._ops = _Dispatch()
         self.busy = 0  # > 0 while the recorder itself runs framework code: backends report none of it
+        self.stack_at_begin = True  # False: a subclass takes the stack itself, when it needs it
 
     # ------------------------------------------------------------ switches
 
@@ -290,10 +312,16 @@ class DumpRecorder:
         if not wanted and not (self._direction_wanted("backward") and self._filter_peek(backward)):
             return None
         module, key = self._provenance(f"{prefix}.{api}")
-        token = CallToken(name, key, module, self._stack(), [], record=wanted)
+        token = CallToken(
+            name, key, module, self._stack() if self.stack_at_begin else None, [], record=wanted
+        )
         if wanted and not self.stack_only and self.config.wants("forward", "input"):
-            token.inputs = self._arguments(name.ptdbg, "input", args, kwargs)
+            self._keep_inputs(token, args, kwargs)
         return token
+
+    def _keep_inputs(self, token: CallToken, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+        """Take what the record needs of a call's inputs before the call can change them."""
+        token.inputs = self._arguments(token.name.ptdbg, "input", args, kwargs)
 
     def _direction_wanted(self, direction: str) -> bool:
         """Whether ``data_mode`` keeps anything of a call's ``direction`` (stacks alone: always)."""
@@ -389,8 +417,10 @@ class DumpRecorder:
 
     # ------------------------------------------------------------ values
 
-    def _stack(self) -> int | None:
+    def _stack(self, depth: int = 2) -> int | None:
         """Return the id of the calling stack, stored once per distinct stack.
+
+        :param depth: frames to pass over: 2 from :meth:`begin` reaches the backend's frame.
 
         The stack is told apart by its frames' code objects and lines alone (cheap to gather
         per call); the frames shown to users, without tscore's and the framework's own, are
@@ -399,7 +429,7 @@ class DumpRecorder:
         if not self.config.stack:
             return None
         where = []
-        frame: Any = sys._getframe(2)
+        frame: Any = sys._getframe(depth)
         while frame is not None:
             where.append((id(frame.f_code), frame.f_lineno))  # a code object's own hash reads its bytecode
             frame = frame.f_back
@@ -408,7 +438,7 @@ class DumpRecorder:
         if known is not None:
             return known[0]
         frames = []
-        frame = sys._getframe(2)
+        frame = sys._getframe(depth)
         while frame is not None:
             module = str(frame.f_globals.get("__name__", ""))
             if module.partition(".")[0] not in _INTERNAL_PACKAGES and not module.startswith("torch"):
@@ -424,8 +454,9 @@ class DumpRecorder:
                 for f, n, name in reversed(frames)
             ]
             self.writer.submit_record({"id": found, "stack": lines}, STACKS_FILE)
+            self.stack_lines[found] = lines
         codes = []
-        frame = sys._getframe(2)
+        frame = sys._getframe(depth)
         while frame is not None:
             codes.append(frame.f_code)
             frame = frame.f_back
@@ -556,7 +587,12 @@ class DumpRecorder:
         self._by_memory = {m: keys & live for m, keys in self._by_memory.items() if keys & live}
 
     def _emit(
-        self, token: CallToken, name: CallName, inputs: list[dict[str, Any]], outputs: list[dict[str, Any]]
+        self,
+        token: CallToken,
+        name: CallName,
+        inputs: list[dict[str, Any]],
+        outputs: list[dict[str, Any]],
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
         record = {
             "name": name.ptdbg,
@@ -572,6 +608,7 @@ class DumpRecorder:
             "rank": self.rank,
             "inputs": inputs,
             "outputs": outputs,
+            **(extra or {}),
         }
         self.dumped += 1
         self.writer.submit_record(record)

@@ -218,6 +218,20 @@ class MindSporeBackend(Backend):
             # four 0-d tensors: ops.stack goes through a slow PyNative path (3 ms a call here)
             return t.max(), t.min(), t.mean(), (t * t).sum().sqrt()
 
+    def tensor_abs_max(self, tensor: Any) -> Any:
+        """Return the largest |x| as a 0-d MindSpore tensor (NaN and inf kept), or None when not floating."""
+        import mindspore as ms
+
+        if tensor.size == 0 or tensor.dtype not in (ms.float16, ms.bfloat16, ms.float32, ms.float64):
+            return None
+        with ms._no_grad():
+            if tensor.dtype == ms.bfloat16:  # no bfloat16 Maximum on CPU; float32 holds its values exactly
+                tensor = tensor.astype(ms.float32)
+            largest = ms.ops.maximum(tensor.max(), tensor.min().neg())
+            # MindSpore's max and min skip a NaN that is not first: ask for NaN apart
+            nan = ms.ops.fill(tensor.dtype, (), float("nan"))
+            return ms.ops.select(ms.ops.isnan(tensor).any(), nan, largest)
+
     def tensor_key(self, tensor: Any) -> Any:
         """None: MindSpore keeps no counter that moves when a tensor is changed in place."""
         return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import math
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -212,6 +213,21 @@ class TorchBackend(Backend):
             t = t.to(torch.float32 if t.is_floating_point() else torch.float64)
         low, high = torch.aminmax(t)
         return high, low, t.sum() / count, torch.linalg.vector_norm(t)  # sum / count: faster than mean
+
+    def tensor_abs_max(self, tensor: Any) -> Any:
+        """Return the largest |x| as a float: one ``aminmax`` on the tensor's device, NaN and inf kept.
+
+        None for integer, bool, complex, empty and meta tensors: they cannot overflow to inf.
+        """
+        import torch
+
+        if not tensor.is_floating_point() or tensor.is_meta or tensor.numel() == 0:
+            return None
+        t = tensor.detach() if tensor.requires_grad and torch.is_grad_enabled() else tensor
+        low, high = (float(v) for v in torch.aminmax(t))  # one kernel; the rest is two numbers
+        if low != low or high != high:
+            return math.nan
+        return max(high, -low)
 
     def tensor_key(self, tensor: Any) -> Any:
         """Identify the contents: memory, version counter (it moves on every in-place change), layout."""

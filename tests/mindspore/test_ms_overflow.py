@@ -1,0 +1,60 @@
+"""The overflow check on real MindSpore (PyNative, CPU): a float16 Dense overflows, named where it started."""
+
+from __future__ import annotations
+
+import mindspore as ms
+import numpy as np
+import pytest
+from mindspore import Tensor, nn
+
+import tscore as ts
+from tscore.dump.overflow import OverflowLimitError
+
+
+class Scaled(nn.Cell):
+    """dense1, ReLU, dense2 with weights scaled so that its float16 output overflows, dense3 after it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dense1, self.act, self.dense2, self.dense3 = (
+            nn.Dense(8, 16),
+            nn.ReLU(),
+            nn.Dense(16, 16),
+            nn.Dense(16, 4),
+        )
+        self.dense2.weight.set_data(self.dense2.weight * 10000)
+        self.to_float(ms.float16)
+
+    def construct(self, x: Tensor) -> Tensor:
+        return self.dense3(self.dense2(self.act(self.dense1(x))))
+
+
+def x() -> Tensor:
+    return Tensor((np.random.default_rng(1).standard_normal((4, 8)) * 30).astype(np.float16))
+
+
+def test_a_float16_dense_that_overflows_is_named_and_the_step_stops(tmp_path) -> None:
+    net = Scaled()
+    debugger = ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path), overflow_nums=1)
+    debugger.start(net)
+    try:
+        with pytest.raises(OverflowLimitError, match=r"^\[overflow 1 times\]: dump file is saved in"):
+            net(x())
+    finally:
+        debugger.stop()
+    summary = debugger.overflows[0]
+    first = summary.first_own
+    assert first is not None and first.module == "dense2" and summary.stopped
+    assert first.call in ("Primitive.MatMul.1.forward", "Functional.dense.1.forward"), first.call
+    assert first.inputs == {}
+    assert (tmp_path / "step0" / "rank0" / f"{first.files}.pkl").is_file()
+
+
+def test_a_finite_run_has_no_overflow_and_the_same_output(tmp_path) -> None:
+    net = Scaled()
+    net.dense2.weight.set_data(net.dense2.weight / 10000)
+    plain = net(x()).asnumpy()
+    with ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path)) as debugger:
+        checked = net(x()).asnumpy()
+    np.testing.assert_array_equal(plain, checked)
+    assert debugger.overflows[0].first_own is None and debugger.overflows[0].events == []

@@ -1,0 +1,235 @@
+"""The overflow check on real torch float16 networks: where it started, stop at N, backward, ptdbg files."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch.overrides import _get_current_function_mode_stack
+
+import tscore as ts
+from tscore.dump.config import DumpConfigError
+from tscore.dump.overflow import OverflowLimitError, read_overflow_summary
+
+PKL = re.compile(r"^\[overflow (\d+) times\]: dump file is saved in '(.+Overflow_info_\d+_\d+\.pkl)'\.$")
+
+
+class Scaled(torch.nn.Module):
+    """fc1, ReLU, then fc2 whose weights are scaled so that its float16 output overflows; fc3 after it."""
+
+    def __init__(self, scale: float = 10000.0) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc1, self.act, self.fc2, self.fc3 = (
+            torch.nn.Linear(8, 16),
+            torch.nn.ReLU(),
+            torch.nn.Linear(16, 16),
+            torch.nn.Linear(16, 4),
+        )
+        with torch.no_grad():
+            self.fc2.weight.mul_(scale)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.act(self.fc1(x))
+        h = self.fc2(h)  # OVERFLOWS HERE
+        return self.fc3(h)
+
+
+def line_of(marker: str) -> int:
+    source, first = inspect.getsourcelines(Scaled.forward)
+    return first + next(i for i, text in enumerate(source) if marker in text)
+
+
+def inputs() -> torch.Tensor:
+    return torch.randn(4, 8, generator=torch.Generator().manual_seed(1)).half() * 30
+
+
+def test_an_fp16_layer_that_overflows_is_named_where_it_started(tmp_path) -> None:
+    net = Scaled().half()
+    debugger = ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path), overflow_nums=-1)
+    debugger.start(net)
+    try:
+        net(inputs())
+    finally:
+        debugger.stop()
+    summary = debugger.overflows[0]
+    first = summary.first_own
+    assert first is not None and first.call == "Functional.linear.1.forward" and first.module == "fc2"
+    assert first.where == f"{__file__}:{line_of('OVERFLOWS HERE')} in forward"
+    assert set(first.outputs.values()) <= {"inf", "-inf"} and first.inputs == {}
+    # fc3 only received it: passed on, not counted
+    kinds = {event.call: event.kind for event in summary.events}
+    assert kinds == {"Functional.linear.1.forward": "own", "Functional.linear.2.forward": "passed_on"}
+    assert summary.own == 1 and summary.passed_on == 1 and not summary.stopped
+    assert "overflow started at Functional.linear.1.forward in module 'fc2'" in summary.line()
+    folder = tmp_path / "step0" / "rank0"
+    assert read_overflow_summary(folder) == summary
+    # ptdbg's files: the .pkl (names, dtypes, shapes, no statistics) and every tensor of the call
+    pkl = folder / f"{first.files}.pkl"
+    lines = [json.loads(line) for line in pkl.read_text().splitlines()]
+    assert [line[0] for line in lines] == [
+        "Functional_linear_1_forward_input.0",
+        "Functional_linear_1_forward_input.1",
+        "Functional_linear_1_forward_input.2",
+        "Functional_linear_1_forward_output",
+    ]
+    assert lines[1][3:] == ["float16", [16, 16], []]
+    saved = np.load(folder / first.files / "Functional_linear_1_forward_output.npy")
+    assert saved.dtype == np.float16 and np.isinf(saved).any()
+    weight = np.load(folder / first.files / "Functional_linear_1_forward_input.1.npy")
+    np.testing.assert_array_equal(weight, net.fc2.weight.detach().numpy())
+    records = [json.loads(line) for line in (folder / "dump.jsonl").read_text().splitlines()]
+    assert [(r["name"], r["overflow"]) for r in records] == [
+        ("Functional_linear_1_forward", "own"),
+        ("Functional_linear_2_forward", "passed_on"),
+    ]
+    assert records[0]["outputs"][0]["max"] in ("inf", "nan") or records[0]["outputs"][0]["min"] == "-inf"
+
+
+def test_the_nth_own_overflow_stops_the_step_with_ptdbgs_message(tmp_path) -> None:
+    net = Scaled().half()
+    debugger = ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path), overflow_nums=2)
+    debugger.start(net)
+    try:
+        net(inputs())  # one own overflow (fc2): goes on
+        with pytest.raises(ValueError, match=r"^\[overflow 2 times\]") as raised:
+            net(inputs())  # the second: stops
+    finally:
+        debugger.stop()
+    assert isinstance(raised.value, OverflowLimitError)
+    found = PKL.match(str(raised.value))
+    assert found and Path(found[2]).is_file() and found[1] == "2"
+    summary = debugger.overflows[0]
+    assert summary.stopped and summary.own == 2
+    assert _get_current_function_mode_stack() == []  # stop() took the capture off
+
+
+def test_a_backward_overflow_is_found_with_finite_forward_values(tmp_path) -> None:
+    x = torch.full((4,), 1e-3, dtype=torch.float16, requires_grad=True)
+    with ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path), overflow_nums=-1) as debugger:
+        y = x * 100.0  # 0.1: finite
+        y.backward(torch.full((4,), 1000.0, dtype=torch.float16))  # 1000 * 100 > 65504
+    summary = debugger.overflows[0]
+    assert summary.first_own is not None and summary.first_own.call == "Tensor.mul.0.backward"
+    assert summary.first_own.inputs == {} and list(summary.first_own.outputs.values()) == ["inf"]
+    assert torch.isinf(x.grad).all()  # the run's own result, untouched
+
+
+def test_half_outputs_close_to_their_largest_value_are_listed(tmp_path) -> None:
+    x = torch.full((3,), 100.0, dtype=torch.float16)
+    with ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path / "a")) as debugger:
+        torch.mul(x, 400.0)  # 40000: within a factor 2 of 65504
+    (near,) = debugger.overflows[0].near_misses
+    assert near.name == "Torch_mul_0_forward" and near.abs_max == 40000.0 and near.largest == 65504.0
+    with ts.dump.Debugger(
+        task="overflow_check", dump_path=str(tmp_path / "b"), overflow_factor=1.5
+    ) as debugger:
+        torch.mul(x, 400.0)
+    assert debugger.overflows[0].near_misses == []
+    assert "no overflow" in debugger.overflows[0].line()
+
+
+def test_the_check_changes_no_number_and_leaves_nothing_installed(tmp_path) -> None:
+    def step() -> tuple[torch.Tensor, torch.Tensor]:
+        net = Scaled(scale=1.0)
+        x = inputs().float()
+        out = net(x)
+        out.sum().backward()
+        return out.detach(), net.fc1.weight.grad
+
+    plain = step()
+    with ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path)) as debugger:
+        checked = step()
+    assert torch.equal(plain[0], checked[0]) and torch.equal(plain[1], checked[1])
+    assert _get_current_function_mode_stack() == []
+    assert debugger.overflows[0].events == [] and debugger.overflows[0].first_own is None
+    assert not list((tmp_path / "step0" / "rank0").glob("Overflow_info_*"))
+
+
+@pytest.mark.parametrize("value", [0, -2, 1.5, "2"])
+def test_an_overflow_count_that_is_not_a_count_is_refused_before_the_step(tmp_path, value) -> None:
+    with pytest.raises(DumpConfigError, match="overflow_nums"):
+        ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path), overflow_nums=value)
+
+
+def test_ptdbg_overflow_functions_refuse_bad_input_before_anything_runs(tmp_path, monkeypatch) -> None:
+    from tscore import ptdbg
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DumpConfigError, match="overflow_nums"):
+        ptdbg.register_hook(Scaled(), ptdbg.overflow_check, overflow_nums=0)
+    with pytest.raises(DumpConfigError, match="Ascend NPU"):
+        ptdbg.register_hook(Scaled(), ptdbg.overflow_check, dump_mode="acl", dump_config="dump.json")
+    with pytest.raises(DumpConfigError, match="register_hook"):
+        ptdbg.set_overflow_check_switch("ON")
+    with pytest.raises(DumpConfigError, match="'ON' or 'OFF'"):
+        ptdbg.set_overflow_check_switch("on")
+    assert _get_current_function_mode_stack() == []
+
+
+def test_api_dump_with_overflow_check_records_only_calls_that_overflow(tmp_path) -> None:
+    net = Scaled().half()
+    with pytest.warns(DeprecationWarning):
+        ts.migrator.api_dump_init(net, tmp_path)
+        ts.migrator.api_dump_start(overflow_check=True)
+    net(inputs())
+    net(inputs())  # never stopped
+    with pytest.warns(DeprecationWarning):
+        ts.migrator.api_dump_stop()
+    records = (tmp_path / "step0" / "rank0" / "dump.jsonl").read_text().splitlines()
+    assert [json.loads(r)["name"] for r in records] == [
+        "Functional_linear_1_forward",
+        "Functional_linear_2_forward",
+        "Functional_linear_4_forward",
+        "Functional_linear_5_forward",
+    ]
+
+
+SCENARIO_3 = """
+from tscore.ptdbg import *
+import torch
+from torch import nn
+
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.Linear(16, 4)).half()
+with torch.no_grad():
+    model[2].weight.mul_(10000)
+
+# 在main函数起始位置固定随机数
+seed_all()
+# 默认不开启确定性计算，当需要使能确定性计算时需要使用以下模式
+seed_all(mode=True)
+
+# 注册溢出检测的hook：
+# 示例，检测到2次溢出后退出
+register_hook(model, overflow_check, overflow_nums=2)
+
+for step in range(3):
+    x = torch.randn(4, 8).half() * 30
+    model(x).float().sum().backward()
+    print("step", step, "done")
+"""
+
+
+def test_spec_004_scenario_3_runs_with_only_the_import_changed(tmp_path) -> None:
+    script = tmp_path / "scenario3.py"
+    script.write_text(textwrap.dedent(SCENARIO_3), encoding="utf-8")
+    out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 1
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith(
+        "tscore.dump.overflow.OverflowLimitError: [overflow 2 times]: dump file is saved in"
+    )
+    found = PKL.match(last.partition(": ")[2])
+    assert found and (tmp_path / found[2]).is_file()
+    # forward fc2 overflowed in step 0, then fc1's backward weight gradient: the second stops step 0
+    assert "step 0 done" not in out.stdout
+    folder = tmp_path / "ptdbg_dump" / "step0" / "rank0"
+    assert len(list(folder.glob("Overflow_info_*.pkl"))) == 2

@@ -1,0 +1,355 @@
+"""The overflow check: every API call's outputs looked at for inf and NaN, where it started named.
+
+With ``task="overflow_check"`` (``ts.dump.Debugger``, or ptdbg's
+``register_hook(model, overflow_check)``) the recorder asks the backend, after
+each API call and each backward, for the largest magnitude of every floating
+output (``ts_tensor_abs_max``: one reduction on the tensor's device, one
+number back). Nothing else is computed while the values stay finite.
+
+When an output holds inf or NaN, the inputs are looked at too. A call whose
+inputs were finite made the overflow itself (``own``); one whose inputs
+already held inf or NaN only passed it on (``passed_on``). Both get a record
+in the dump (statistics and stack); an own overflow also gets, as ptdbg
+writes it, ``Overflow_info_{timestamp}.pkl`` (the names, dtypes and shapes of
+its tensors) and the folder ``Overflow_info_{timestamp}/`` with every input
+and output as ``.npy``, written before the call returns. After
+``overflow_nums`` own overflows (``-1``: never) the step is stopped with
+ptdbg's ``ValueError: [overflow N times]: dump file is saved in '...pkl'.``;
+each rank counts its own. Float16 and bfloat16 outputs that come within
+``overflow_factor`` of their dtype's largest value are listed as near misses.
+``overflow_summary.json`` in the step's folder says all of it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from tscore.dump.names import CallName, tensor_name
+from tscore.dump.recorder import CallToken, DumpRecorder
+from tscore.errors import TscoreError
+from tscore.npy_files import write_atomic, write_npy
+
+log = logging.getLogger(__name__)
+
+SUMMARY_FILE = "overflow_summary.json"
+LARGEST = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38}  # the half types' largest finite values
+MAX_EVENTS = 1_000  # overflow events the summary lists at most (every one has its record)
+MAX_NEAR = 200  # near misses the summary lists at most
+# APIs that hand back memory nobody has written yet: whatever it holds (NaN often) is no overflow
+UNINITIALIZED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
+
+
+class OverflowLimitError(TscoreError, ValueError):
+    """``overflow_nums`` own overflows were found: the step stops, as ptdbg stops it."""
+
+
+class OverflowEvent(BaseModel):
+    """One call whose outputs held inf or NaN."""
+
+    name: str = Field(description="ptdbg's name: Functional_linear_1_forward")
+    call: str = Field(description="msprobe's name: Functional.linear.1.forward")
+    kind: str = Field(
+        description="own: finite inputs, non-finite outputs; passed_on: the inputs already were"
+    )
+    module: str
+    where: str | None = Field(default=None, description="the innermost line of the user's code")
+    outputs: dict[str, str] = Field(description="each non-finite output: 'inf' or 'nan'")
+    inputs: dict[str, str] = Field(default_factory=dict, description="each non-finite input")
+    dtypes: list[str] = Field(default_factory=list)
+    files: str | None = Field(default=None, description="Overflow_info_{timestamp}: the .pkl and its folder")
+
+
+class NearMiss(BaseModel):
+    """A half-precision output that came within the factor of its dtype's largest value."""
+
+    name: str
+    tensor: str
+    dtype: str
+    abs_max: float
+    largest: float
+
+
+class OverflowSummary(BaseModel):
+    """What the overflow check found in one step of one rank."""
+
+    step: int
+    rank: int
+    overflow_nums: int
+    own: int = 0
+    passed_on: int = 0
+    stopped: bool = False
+    first_own: OverflowEvent | None = None
+    events: list[OverflowEvent] = Field(default_factory=list)
+    near_misses: list[NearMiss] = Field(default_factory=list)
+
+    def line(self) -> str:
+        """One sentence a person acts on: where the overflow started, or that none happened."""
+        near = f"; {len(self.near_misses)} half-precision output(s) near overflow" if self.near_misses else ""
+        if self.first_own is None:
+            if self.passed_on:
+                return (
+                    f"{self.passed_on} call(s) received inf or NaN but none made it: the step's inputs or "
+                    f"weights already held them{near}"
+                )
+            return f"no overflow in step {self.step} (rank {self.rank}){near}"
+        first = self.first_own
+        where = f" at {first.where}" if first.where else ""
+        module = f" in module {first.module!r}" if first.module and first.module != "(outside)" else ""
+        outputs = ", ".join(f"{name} {value}" for name, value in first.outputs.items())
+        return (
+            f"overflow started at {first.call}{module}{where} (outputs {outputs}); {self.own} own "
+            f"overflow(s), {self.passed_on} call(s) passed it on{near}"
+        )
+
+
+def _leaves(value: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Yield every value inside tuples, lists and dicts with its path, as the records name them."""
+    if isinstance(value, (tuple, list)):
+        for index, item in enumerate(value):
+            yield from _leaves(item, (*path, str(index)))
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _leaves(item, (*path, str(key)))
+    elif value is not None and not isinstance(value, (bool, int, float, str)):
+        yield path, value
+
+
+Leaves = list[tuple[tuple[str, ...], Any]]
+LazyLeaves = Callable[[], Leaves]
+Describe = Callable[[], list[dict[str, Any]]]  # the side's entries for the record
+
+
+def _argument_leaves(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Leaves:
+    found = list(_leaves(tuple(args), ()))
+    for key, value in kwargs.items():
+        found += _leaves(value, (str(key),))
+    return found
+
+
+def _spelled(value: float) -> str:
+    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
+class OverflowRecorder(DumpRecorder):
+    """A :class:`DumpRecorder` that records only the calls whose outputs hold inf or NaN."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Count nothing yet; ``config.overflow_nums`` and ``config.overflow_factor`` set the rules."""
+        super().__init__(*args, **kwargs)
+        self.stack_at_begin = False  # taken only for a call that overflows: most never do
+        self.summary = OverflowSummary(
+            step=self.step, rank=self.rank, overflow_nums=self.config.overflow_nums
+        )
+        self._near_seen: set[tuple[str, str]] = set()
+
+    # ------------------------------------------------------------ the recorder's events
+
+    def _keep_inputs(self, token: CallToken, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+        """Hold the arguments (no work, no copy): they are looked at only if the outputs overflow."""
+        token.held = (args, kwargs)
+
+    def end(self, token: CallToken, output: Any) -> None:
+        """Look at a call's outputs; record it when they hold inf or NaN."""
+        held, token.held = token.held, None
+        if not token.record or not self.active or token.name.api in UNINITIALIZED:
+            return
+        args, kwargs = held if held is not None else ((), {})
+        call = token.name.ptdbg
+        self._check(
+            token,
+            token.name,
+            (lambda: _argument_leaves(args, kwargs), lambda: self._arguments(call, "input", args, kwargs)),
+            (lambda: list(_leaves(output, ())), lambda: self._outputs(call, output)),
+        )
+
+    def backward(self, token: CallToken, grad_outputs: Any, grad_inputs: Any) -> None:
+        """Look at the gradients a backward passed on (its inputs: the gradients into the call's outputs)."""
+        if not self.active:
+            return
+        name = CallName(token.name.prefix, token.name.api, token.name.index, "backward")
+        if not self._direction_wanted("backward") or not self._filter.wants(name):
+            return
+        into, out = tuple(grad_outputs or ()), tuple(grad_inputs or ())
+        call = name.ptdbg
+        self._check(
+            token,
+            name,
+            (lambda: list(_leaves(into, ())), lambda: self._values(call, "input", into)),
+            (lambda: list(_leaves(out, ())), lambda: self._values(call, "output", out)),
+        )
+
+    # ------------------------------------------------------------ the check
+
+    def _magnitudes(
+        self, call: str, side: str, leaves: Leaves
+    ) -> tuple[dict[str, str], list[tuple[str, Any, Any, float]]]:
+        """Return the non-finite tensors by name, and every floating tensor with its largest magnitude."""
+        bad: dict[str, str] = {}
+        seen: list[tuple[str, Any, Any, float]] = []
+        self.busy += 1
+        try:
+            for path, value in leaves:
+                ops = self._ops.of(value)
+                if ops is None:
+                    continue
+                try:
+                    largest = ops.abs_max(value)
+                except Exception as exc:  # a meta or sparse tensor: nothing to look at, the step goes on
+                    log.debug("overflow check skips %s: %s", tensor_name(call, side, path), exc)
+                    continue
+                if largest is None:
+                    continue
+                name = tensor_name(call, side, path)
+                if not math.isfinite(largest):
+                    bad[name] = _spelled(largest)
+                seen.append((name, value, ops, largest))
+        finally:
+            self.busy -= 1
+        return bad, seen
+
+    def _check(
+        self,
+        token: CallToken,
+        name: CallName,
+        inputs: tuple[LazyLeaves, Describe],
+        outputs: tuple[LazyLeaves, Describe],
+    ) -> None:
+        """Record the call when an output holds inf or NaN; count an own overflow, stop at the limit.
+
+        ``inputs`` and ``outputs``: the tensors by path, and how to describe the side for the record.
+        """
+        call = name.ptdbg
+        bad_out, seen_out = self._magnitudes(call, "output", outputs[0]())
+        if not bad_out:
+            self._near_misses(call, seen_out)
+            return
+        bad_in, seen_in = self._magnitudes(call, "input", inputs[0]())
+        backward = name.direction == "backward"
+        # a backward also computes with what its forward saw: inf there is passed on, not made here
+        kind = "passed_on" if bad_in or (backward and token.nonfinite) else "own"
+        if not backward:
+            token.nonfinite = True
+            if self.config.stack:  # the frames of end(), _check() and this: the backend's call is 3 up
+                token.stack = self._stack(depth=3)
+        event = OverflowEvent(
+            name=call,
+            call=name.msprobe,
+            kind=kind,
+            module=token.module,
+            where=self._where(token.stack),
+            outputs=bad_out,
+            inputs=bad_in,
+            dtypes=sorted({ops.dtype(value) for _, value, ops, _ in seen_out}),
+        )
+        wants = self.config.wants
+        record_inputs = inputs[1]() if wants(name.direction, "input") else []
+        record_outputs = outputs[1]() if wants(name.direction, "output") else []
+        if kind == "own":
+            event.files = self._write_overflow_files(seen_in + seen_out)
+        self._emit(
+            token, name, record_inputs, record_outputs, extra={"overflow": kind, "overflow_info": event.files}
+        )
+        self._count(event)
+
+    def _near_misses(self, call: str, seen: list[tuple[str, Any, Any, float]]) -> None:
+        factor = self.config.overflow_factor
+        for name, value, ops, largest in seen:
+            dtype = ops.dtype(value)
+            limit = LARGEST.get(dtype)
+            if limit is None or largest * factor < limit:
+                continue
+            api = call.rsplit("_", 2)[0]  # once per API and dtype: a loop of them would repeat it
+            if (api, dtype) in self._near_seen:
+                continue
+            self._near_seen.add((api, dtype))
+            log.warning(
+                "%s: %s reached %g, within a factor %g of %s's largest value %g",
+                call,
+                name,
+                largest,
+                factor,
+                dtype,
+                limit,
+            )
+            if len(self.summary.near_misses) < MAX_NEAR:
+                self.summary.near_misses.append(
+                    NearMiss(name=call, tensor=name, dtype=dtype, abs_max=largest, largest=limit)
+                )
+
+    def _where(self, stack: int | None) -> str | None:
+        from tscore.dump_compare.verdicts import where_in_user_code
+
+        lines = self.stack_lines.get(stack) if stack is not None else None
+        return where_in_user_code(lines) if lines else None
+
+    def _write_overflow_files(self, tensors: list[tuple[str, Any, Any, float]]) -> str | None:
+        """Write ptdbg's ``Overflow_info_{timestamp}.pkl`` and the call's tensors, before the call returns."""
+        stamp = f"Overflow_info_{time.strftime('%Y%m%d%H%M%S')}_{time.time_ns() % 1_000_000_000:09d}"
+        folder = os.path.join(self.writer.folder, stamp)
+        lines = []
+        self.busy += 1
+        try:
+            os.makedirs(folder, exist_ok=True)
+            for name, value, ops, _ in tensors:
+                dtype = ops.dtype(value)
+                shape = [int(d) for d in value.shape]
+                lines.append(json.dumps([name, self.step, [], dtype, shape, []]) + "\n")
+                write_npy(os.path.join(folder, f"{name}.npy"), ops.to_numpy(value, True))
+            data = "".join(lines).encode("utf-8")
+            write_atomic(os.path.join(self.writer.folder, f"{stamp}.pkl"), lambda stream: stream.write(data))
+        except Exception as exc:  # the check must not be what stops the training
+            log.warning("overflow files not written in %s: %s", folder, exc)
+            return None
+        finally:
+            self.busy -= 1
+        return stamp
+
+    def _count(self, event: OverflowEvent) -> None:
+        summary = self.summary
+        if len(summary.events) < MAX_EVENTS:
+            summary.events.append(event)
+        if event.kind == "passed_on":
+            summary.passed_on += 1
+            return
+        summary.own += 1
+        if summary.first_own is None:
+            summary.first_own = event
+            log.warning("overflow: %s", summary.line())
+        limit = self.config.overflow_nums
+        if limit != -1 and summary.own >= limit:
+            summary.stopped = True
+            self.enabled = False  # nothing more is recorded; the debugger's stop() takes the hooks off
+            pkl = (
+                os.path.join(self.writer.folder, f"{event.files}.pkl") if event.files else self.writer.folder
+            )
+            raise OverflowLimitError(f"[overflow {summary.own} times]: dump file is saved in '{pkl}'.")
+
+    def write_summary(self) -> None:
+        """Write ``overflow_summary.json`` beside the records."""
+        data = (self.summary.model_dump_json(indent=2) + "\n").encode("utf-8")
+        try:
+            write_atomic(os.path.join(self.writer.folder, SUMMARY_FILE), lambda stream: stream.write(data))
+        except TscoreError as exc:
+            log.warning("overflow summary not written: %s", exc)
+
+
+def read_overflow_summary(folder: str | os.PathLike[str]) -> OverflowSummary:
+    """Read what the overflow check wrote in one step/rank folder.
+
+    :raises FileNotFoundError: naming the folder, when no overflow check ran there.
+    """
+    path = os.path.join(os.fspath(folder), SUMMARY_FILE)
+    if not os.path.exists(path):
+        raise FileNotFoundError(
+            f"{os.fspath(folder)!r} holds no {SUMMARY_FILE}: no overflow check wrote there"
+        )
+    with open(path, encoding="utf-8") as stream:
+        return OverflowSummary.model_validate_json(stream.read())
