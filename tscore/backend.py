@@ -29,6 +29,7 @@ import importlib
 import logging
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, ClassVar
 
 import numpy as np
@@ -72,6 +73,8 @@ HOOK_METHODS: dict[str, tuple[str | tuple[str, ...], ...]] = {
     "ts_tensor_stats": ("tensor_types", "tensor_stats"),
     "ts_tensor_key": ("tensor_types", "tensor_key"),
     "ts_tensor_abs_max": ("tensor_types", "tensor_abs_max"),
+    "ts_device_overflow": ("device_overflow",),
+    "ts_kernel_dump": ("kernel_dump",),
     "ts_current_rank": ("current_rank",),
     "ts_read_graph_file": ("read_graph_file",),
     "ts_read_print_file": ("read_print_file",),
@@ -253,6 +256,14 @@ class Backend:
         """Answer ``ts_tensor_abs_max``: the largest |x| on the tensor's device (NaN, inf when present)."""
         raise NotImplementedError
 
+    def device_overflow(self) -> bool | None:
+        """Answer ``ts_device_overflow``: was the device's overflow flag raised (then lower it)."""
+        raise NotImplementedError
+
+    def kernel_dump(self, config_path: str) -> AbstractContextManager[object] | None:
+        """Answer ``ts_kernel_dump``: a context manager running the device's kernel-level dump."""
+        raise NotImplementedError
+
     def current_rank(self) -> int | None:
         """Answer ``ts_current_rank``: the distributed rank when your framework knows it."""
         raise NotImplementedError
@@ -422,6 +433,16 @@ class Backend:
     def ts_tensor_key(self, tensor: object) -> Any:
         """Say when one of your tensors may have changed."""
         return self.tensor_key(tensor) if self.owns_tensor(tensor) else None
+
+    @hookimpl
+    def ts_device_overflow(self) -> bool | None:
+        """Report your device's overflow flag, when your framework is imported."""
+        return self.device_overflow() if self.imported() is not None else None
+
+    @hookimpl
+    def ts_kernel_dump(self, config_path: str) -> AbstractContextManager[object] | None:
+        """Offer your device's kernel-level dump, when your framework is imported."""
+        return self.kernel_dump(config_path) if self.imported() is not None else None
 
     @hookimpl
     def ts_tensor_abs_max(self, tensor: object) -> Any:

@@ -44,6 +44,7 @@ Conventions that hold for every hook:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
@@ -488,6 +489,31 @@ def ts_tensor_abs_max(tensor: object) -> object | None:
     value is what the check compares with), with no autograd graph and no
     copy of the tensor to the host. torch's answer: ``aminmax``, then the
     larger of ``max`` and ``-min``.
+    """
+
+
+@hookspec(firstresult=True)
+def ts_device_overflow() -> bool | None:
+    """Say whether your device's floating-point overflow flag was raised since the last ask, and lower it.
+
+    ``firstresult``: answer only for a device that saturates instead of
+    writing inf and NaN (an Ascend NPU outside its inf/NaN mode, where
+    torch_npu keeps the flag); return ``None`` otherwise. The overflow check
+    asks once when it starts (to lower a flag raised before) and after every
+    API call; a raised flag makes the call's outputs count as overflowed
+    although they are finite.
+    """
+
+
+@hookspec(firstresult=True)
+def ts_kernel_dump(config_path: str) -> AbstractContextManager[object] | None:
+    """Return a context manager that runs your device's kernel-level dump while it is entered.
+
+    ``firstresult``: answer when your device has such a dump (torch_npu's
+    ACL dump: ``init_dump()``, ``set_dump(config_path)``, ``finalize_dump()``);
+    ``None`` otherwise. ``config_path`` is ptdbg's ``dump.json``, already
+    checked (:mod:`tscore.dump.acl_config`). ptdbg's ``mode="acl"`` enters it
+    around each call it names, so the kernels of that call alone are dumped.
     """
 
 

@@ -16,7 +16,7 @@
 The dump lands in tscore's layout (:mod:`tscore.dump.writer`):
 ``{folder of the path}/{dump_tag}/step{k}/rank{r}/``, one step per
 ``"ON"``/``"OFF"`` pair. Every mode of ``set_dump_switch`` works on CPU and
-GPU except ``acl``, which needs an Ascend NPU.
+GPU except ``acl``, which needs an Ascend NPU (torch_npu and the ts_npu plugin).
 """
 
 from __future__ import annotations
@@ -28,10 +28,12 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from tscore.compare.report import print_report
+from tscore.dump.acl_config import check_acl_config
 from tscore.dump.config import DumpConfigError, make_config
 from tscore.dump.debugger import Debugger
 from tscore.dump.reading import find_records, format_record
 from tscore.dump_compare.compare import compare, compare_distributed
+from tscore.plugins import hook as plugin_hook
 from tscore.seeding import seed_all as _seed_all
 
 log = logging.getLogger(__name__)
@@ -76,6 +78,7 @@ class _Session:
         self.debugger: Debugger | None = None
         self.steps = 0
         self.overflow_nums: int | None = None  # set by register_hook(model, overflow_check)
+        self.acl_config: str | None = None  # set by register_hook(model, acc_cmp_dump, dump_mode="acl")
 
 
 _session = _Session()
@@ -121,23 +124,40 @@ def register_hook(
     :param hook: :func:`acc_cmp_dump`, or :func:`overflow_check`, which starts checking every API
         call's outputs for inf and NaN at once (on any device; :mod:`tscore.dump.overflow`) and
         stops the training at the ``overflow_nums``-th call that overflows by itself (``-1``: never).
+    :param dump_mode: ``"api"``, or ``"acl"`` with :func:`acc_cmp_dump`: the calls that
+        ``set_dump_switch("ON", mode="acl", scope=[...])`` names then run under the device's
+        kernel-level dump configured by ``dump_config`` (spec 004's ``dump.json``; an Ascend NPU
+        with torch_npu and the ts_npu plugin).
     :param rank: the rank folder to write (default: the framework's rank, else 0).
-    :raises DumpConfigError: for ``dump_mode="acl"``, which needs an Ascend NPU, an
-        ``overflow_nums`` that is not a count, and an unknown hook; before anything is installed.
+    :raises DumpConfigError: for ``dump_mode="acl"`` without a valid ``dump_config`` or without a
+        device that has a kernel-level dump, an ``overflow_nums`` that is not a count, and an
+        unknown hook; before anything is installed.
     """
     if hook is not acc_cmp_dump and hook is not overflow_check:
         raise DumpConfigError(
             f"register_hook: the hook is acc_cmp_dump or overflow_check (tscore.ptdbg), not {hook!r}"
         )
-    if dump_mode != "api":
-        raise DumpConfigError(
-            f"register_hook: dump_mode={dump_mode!r} needs ACL dumps of an Ascend NPU (the ts_npu plugin); "
-            "on this device use dump_mode='api'"
-        )
+    if dump_mode not in ("api", "acl"):
+        raise DumpConfigError(f"register_hook: dump_mode is 'api' or 'acl', not {dump_mode!r}")
+    acl_config = None
+    if dump_mode == "acl":
+        if hook is overflow_check:
+            raise DumpConfigError(
+                "register_hook(model, overflow_check, dump_mode='acl'): replaying an overflowing call under "
+                "the ACL dump is not part of this version; use dump_mode='api' (every own overflow's tensors "
+                "are saved) and then set_dump_switch('ON', mode='acl', scope=[that call])"
+            )
+        acl_config = check_acl_config(dump_config, "register_hook")
+        if plugin_hook().ts_kernel_dump(config_path=acl_config) is None:
+            raise DumpConfigError(
+                "register_hook(dump_mode='acl') needs ACL dumps of an Ascend NPU: torch_npu imported and the "
+                "ts_npu plugin installed; on this device use dump_mode='api'"
+            )
     if rank is not None and (not isinstance(rank, int) or rank < 0):
         raise ValueError(f"register_hook: rank must be a rank number >= 0, not {rank!r}")
     _session.model = model
     _session.rank = rank
+    _session.acl_config = acl_config
     if hook is overflow_check:
         make_config({"task": "overflow_check", "overflow_nums": overflow_nums}, "register_hook")
         _session.overflow_nums = overflow_nums
@@ -218,10 +238,21 @@ def _mode_config(mode: str, scope: Sequence[str], api_list: Sequence[str]) -> di
         return {"apis": list(api_list)}
     if mode == "api_stack":
         return {"stack": True}
-    raise DumpConfigError(
-        "set_dump_switch(mode='acl') needs ACL dumps of an Ascend NPU (the ts_npu plugin); on this device "
-        "use mode='list' with the same scope"
-    )
+    if _session.acl_config is None:
+        raise DumpConfigError(
+            "set_dump_switch(mode='acl') needs register_hook(model, acc_cmp_dump, dump_mode='acl', "
+            "dump_config='dump.json') first (an Ascend NPU with torch_npu); elsewhere use mode='list'"
+        )
+    if not scope:
+        raise DumpConfigError("set_dump_switch(mode='acl') needs scope=[names of the calls to dump]")
+    backward = [name for name in scope if name.endswith("backward")]
+    if backward:
+        raise DumpConfigError(
+            f"set_dump_switch(mode='acl'): {', '.join(backward)}: an ACL dump of a backward call replays it "
+            "from set_backward_input's files, which this version does not do; dump the forward call, or "
+            "the backward call with mode='list'"
+        )
+    return {"list": list(scope), "acl_config": _session.acl_config}
 
 
 def set_dump_switch(
@@ -238,13 +269,16 @@ def set_dump_switch(
     * ``all``: every API call; ``list``: the calls named in ``scope``
       (``["Tensor_permute_1_forward", "Torch_relu_3_backward"]``); ``range``: every call from
       ``scope[0]`` to ``scope[1]``; ``stack``: their stacks only; ``api_list``: every call of
-      the APIs named (``["relu"]``); ``api_stack``: everything, with stacks; ``acl`` needs an NPU.
+      the APIs named (``["relu"]``); ``api_stack``: everything, with stacks; ``acl``: the forward
+      calls named in ``scope`` run under the device's kernel-level dump (after
+      ``register_hook(model, acc_cmp_dump, dump_mode="acl", dump_config=...)``; an Ascend NPU).
     * ``filter_switch="OFF"`` keeps bool and integer tensors too.
     * ``dump_mode``: ``["forward"]``, ``["backward"]``, ``["input"]``, ``["output"]`` or ``["all"]``.
     * ``summary_only``: statistics without the tensors.
 
     :raises DumpConfigError: for an unknown switch or mode, a scope that does not fit the mode,
-        or ``acl``; naming the value and the accepted ones.
+        or ``acl`` without ``register_hook(..., dump_mode="acl")`` or with a backward call;
+        naming the value and the accepted ones.
     """
     if switch not in ("ON", "OFF"):
         raise DumpConfigError(f"set_dump_switch: the switch is 'ON' or 'OFF', not {switch!r}")
@@ -310,13 +344,15 @@ def _write_ptdbg_pkl(debugger: Debugger) -> None:
 
 
 def set_backward_input(backward_input: Iterable[str]) -> None:
-    """Ptdbg's input files for an ACL dump of a backward API: ACL dumps need an Ascend NPU.
+    """Ptdbg's gradient files for replaying a backward call under the ACL dump: not in this version.
 
-    :raises DumpConfigError: always on a device without ACL, saying what to use instead.
+    :raises DumpConfigError: always, saying what to use instead (the forward call's ACL dump, or
+        the backward call's tensors with ``mode="list"``).
     """
     raise DumpConfigError(
-        "set_backward_input feeds ACL dumps, which need an Ascend NPU (the ts_npu plugin); on this device "
-        "dump the backward call with set_dump_switch('ON', mode='list', scope=[...])"
+        "set_backward_input: replaying a backward call from saved gradients under the ACL dump is not part "
+        "of this version; dump the forward call with mode='acl', or the backward call's tensors with "
+        "set_dump_switch('ON', mode='list', scope=[...])"
     )
 
 

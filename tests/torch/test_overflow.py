@@ -166,12 +166,38 @@ def test_ptdbg_overflow_functions_refuse_bad_input_before_anything_runs(tmp_path
     monkeypatch.chdir(tmp_path)
     with pytest.raises(DumpConfigError, match="overflow_nums"):
         ptdbg.register_hook(Scaled(), ptdbg.overflow_check, overflow_nums=0)
-    with pytest.raises(DumpConfigError, match="Ascend NPU"):
+    with pytest.raises(DumpConfigError, match="not part of this version"):
         ptdbg.register_hook(Scaled(), ptdbg.overflow_check, dump_mode="acl", dump_config="dump.json")
     with pytest.raises(DumpConfigError, match="register_hook"):
         ptdbg.set_overflow_check_switch("ON")
     with pytest.raises(DumpConfigError, match="'ON' or 'OFF'"):
         ptdbg.set_overflow_check_switch("on")
+    assert _get_current_function_mode_stack() == []
+
+
+def test_acl_mode_refuses_a_missing_or_malformed_config_and_a_device_without_acl(
+    tmp_path, monkeypatch
+) -> None:
+    from tscore import ptdbg
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DumpConfigError, match="needs dump_config"):
+        ptdbg.register_hook(Scaled(), ptdbg.acc_cmp_dump, dump_mode="acl")
+    with pytest.raises(DumpConfigError, match=r"missing\.json"):
+        ptdbg.register_hook(Scaled(), ptdbg.acc_cmp_dump, dump_mode="acl", dump_config="missing.json")
+    (tmp_path / "bad.json").write_text(json.dumps({"dump": {"dump_path": "", "dump_mode": "everything"}}))
+    with pytest.raises(
+        DumpConfigError, match=r"bad.json.*dump_path.*'dump_mode' is one of output, input, all"
+    ):
+        ptdbg.register_hook(Scaled(), ptdbg.acc_cmp_dump, dump_mode="acl", dump_config="bad.json")
+    good = {"dump": {"dump_list": [], "dump_path": "out", "dump_mode": "all", "dump_op_switch": "on"}}
+    (tmp_path / "dump.json").write_text(json.dumps(good))
+    with pytest.raises(DumpConfigError, match="Ascend NPU: torch_npu"):  # no torch_npu here
+        ptdbg.register_hook(Scaled(), ptdbg.acc_cmp_dump, dump_mode="acl", dump_config="dump.json")
+    with pytest.raises(DumpConfigError, match="Ascend NPU"):
+        ts.dump.Debugger(acl_config=str(tmp_path / "dump.json")).start()
+    with pytest.raises(DumpConfigError, match="not part of this version"):
+        ptdbg.set_backward_input(["Functional_conv2d_1_backward_input.0.npy"])
     assert _get_current_function_mode_stack() == []
 
 

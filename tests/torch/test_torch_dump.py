@@ -442,7 +442,7 @@ def test_every_set_dump_switch_mode(tmp_path, monkeypatch) -> None:
         if mode == "stack":
             assert all(not r["inputs"] and not r["outputs"] for r in got)
     with pytest.raises(DumpConfigError, match="Ascend NPU"):
-        ptdbg.set_dump_switch("ON", mode="acl", scope=["Torch_exp_0_forward"])
+        ptdbg.set_dump_switch("ON", mode="acl", scope=["Torch_exp_0_forward"])  # no ACL register_hook
     with pytest.raises(DumpConfigError, match="mode 'everything' is not one of all, list, range"):
         ptdbg.set_dump_switch("ON", mode="everything")
     with pytest.raises(DumpConfigError, match="'ON' or 'OFF'"):

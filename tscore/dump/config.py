@@ -25,7 +25,7 @@ from tscore.json_files import read_json
 
 TASKS = ("statistics", "tensor", "overflow_check")
 # msprobe keys a config may carry that tscore reads but that change nothing here
-_IGNORED_KEYS = ("is_deterministic", "enable_dataloader", "acl_config", "seed", "framework")
+_IGNORED_KEYS = ("is_deterministic", "enable_dataloader", "seed", "framework")
 
 
 class DumpConfigError(TscoreError, ValueError):
@@ -55,6 +55,8 @@ class DumpConfig(BaseModel):
         (``-1``: never), as ptdbg does.
     :ivar overflow_factor: with ``overflow_check``, list float16/bfloat16 outputs whose largest
         magnitude comes within this factor of their dtype's largest value.
+    :ivar acl_config: ptdbg's ``dump.json``: run each dumped call under the device's kernel-level
+        dump (torch_npu's ACL dump; ptdbg's ``mode="acl"``); needs a plugin answering ``ts_kernel_dump``.
     """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
@@ -76,6 +78,7 @@ class DumpConfig(BaseModel):
     filter_int: bool = True
     overflow_nums: StrictInt = 1
     overflow_factor: float = 2.0
+    acl_config: str | None = None
 
     @field_validator("scope")
     @classmethod

@@ -24,7 +24,8 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from tscore.dump.config import DumpConfig, load_config, make_config
+from tscore.dump.acl_config import check_acl_config
+from tscore.dump.config import DumpConfig, DumpConfigError, load_config, make_config
 from tscore.dump.overflow import OverflowRecorder, OverflowSummary
 from tscore.dump.recorder import DumpRecorder, finish_record
 from tscore.dump.writer import DumpWriter, WriterThread
@@ -63,6 +64,8 @@ class Debugger:
     def __init__(self, config: object = None, *, rank_id: int | None = None, **keywords: Any) -> None:
         """Check the configuration; nothing is installed until :meth:`start`."""
         self.config = _config(config, keywords)
+        if self.config.acl_config is not None:
+            check_acl_config(self.config.acl_config, "Debugger(acl_config=)")
         self.rank_id = rank_id
         self.current_step = 0
         self.recorder: DumpRecorder | None = None
@@ -101,6 +104,14 @@ class Debugger:
         if self.running:
             return
         rank = self.rank()
+        if (
+            self.config.acl_config is not None
+            and hook().ts_kernel_dump(config_path=self.config.acl_config) is None
+        ):
+            raise DumpConfigError(
+                "a kernel-level (ACL) dump needs an Ascend NPU: torch_npu imported and the ts_npu plugin "
+                "installed; on this device dump the same calls without acl_config"
+            )
         if (self.config.step and self.current_step not in self.config.step) or (
             self.config.rank and rank not in self.config.rank
         ):
@@ -157,6 +168,7 @@ class Debugger:
             except Exception as exc:
                 failure = failure or exc
         assert recorder is not None and writer is not None
+        recorder.close_kernels()
         model, self._model = self._model, None
         if model is not None and self.config.level != "L1":
             self._parameter_gradients(model, recorder)

@@ -36,6 +36,7 @@ from tscore.dump.names import CallName, tensor_name
 from tscore.dump.recorder import CallToken, DumpRecorder
 from tscore.errors import TscoreError
 from tscore.npy_files import write_atomic, write_npy
+from tscore.plugins import hook
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +150,9 @@ class OverflowRecorder(DumpRecorder):
             step=self.step, rank=self.rank, overflow_nums=self.config.overflow_nums
         )
         self._near_seen: set[tuple[str, str]] = set()
+        # a device that saturates instead of writing inf keeps a flag: lower it now, read it after each call
+        flags = hook().ts_device_overflow
+        self._flagged = bool(flags.get_hookimpls()) and flags() is not None
 
     # ------------------------------------------------------------ the recorder's events
 
@@ -227,7 +231,12 @@ class OverflowRecorder(DumpRecorder):
         ``inputs`` and ``outputs``: the tensors by path, and how to describe the side for the record.
         """
         call = name.ptdbg
+        flag = self._flagged and bool(hook().ts_device_overflow())
         bad_out, seen_out = self._magnitudes(call, "output", outputs[0]())
+        if flag and not bad_out:  # saturated: finite values, but the device saw the overflow
+            bad_out = {tensor: "overflow flag" for tensor, *_ in seen_out} or {
+                f"{call}_output": "overflow flag"
+            }
         if not bad_out:
             self._near_misses(call, seen_out)
             return

@@ -178,6 +178,7 @@ class CallToken:
     record: bool = True  # False: only counted (its backward may still be dumped)
     held: Any = None  # the arguments themselves, when a recorder looks at them only after the call
     nonfinite: bool = False  # the overflow check found inf or NaN in the forward call's values
+    kernel: Any = None  # the device's kernel-level dump, entered for this call (config.acl_config)
 
 
 @dataclass
@@ -271,6 +272,7 @@ class DumpRecorder:
         self._ops = _Dispatch()
         self.busy = 0  # > 0 while the recorder itself runs framework code: backends report none of it
         self.stack_at_begin = True  # False: a subclass takes the stack itself, when it needs it
+        self._kernels: list[Any] = []  # kernel-level dumps entered and not yet left
 
     # ------------------------------------------------------------ switches
 
@@ -317,7 +319,33 @@ class DumpRecorder:
         )
         if wanted and not self.stack_only and self.config.wants("forward", "input"):
             self._keep_inputs(token, args, kwargs)
+        if wanted and self.config.acl_config:  # last: the recorder's own work stays out of that dump
+            token.kernel = self._kernel_dump()
         return token
+
+    def _kernel_dump(self) -> Any:
+        """Enter the device's kernel-level dump for the call about to run; None when it cannot start."""
+        manager = hook().ts_kernel_dump(config_path=self.config.acl_config)
+        if manager is None:
+            return None
+        try:
+            manager.__enter__()
+        except Exception as exc:  # a dump must never stop the training
+            log.warning("kernel-level dump not started: %s", exc)
+            return None
+        self._kernels.append(manager)
+        return manager
+
+    def close_kernels(self) -> None:
+        """Leave every kernel-level dump still entered (a dumped call raised before its end)."""
+        while self._kernels:
+            self._leave(self._kernels.pop())
+
+    def _leave(self, manager: Any) -> None:
+        try:
+            manager.__exit__(None, None, None)
+        except Exception as exc:
+            log.warning("kernel-level dump not finished: %s", exc)
 
     def _keep_inputs(self, token: CallToken, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
         """Take what the record needs of a call's inputs before the call can change them."""
@@ -337,6 +365,10 @@ class DumpRecorder:
 
     def end(self, token: CallToken, output: Any) -> None:
         """Record a call that returned ``output``."""
+        if token.kernel is not None:
+            self._kernels.remove(token.kernel)
+            self._leave(token.kernel)
+            token.kernel = None
         if not token.record or not self.active:
             return
         outputs: list[dict[str, Any]] = []
