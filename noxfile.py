@@ -1,8 +1,9 @@
 """Every way to install, test, lint and benchmark tscore.
 
-Plain ``nox`` runs lint and the six test sessions: the core with no framework
+Plain ``nox`` runs lint and the seven test sessions: the core with no framework
 installed, torch alone, MindSpore alone, both together, the PaddlePaddle
-backend beside torch, and the HTML reports in a real headless Chromium.
+backend beside torch, the Ascend NPU plugin against a fake torch_npu, and the HTML
+reports in a real headless Chromium.
 ``nox -s example`` runs the bundled example; ``nox -s bench``,
 ``nox -s bench_compare``, ``nox -s bench_checkpoint``, ``nox -s bench_netdiff``,
 ``nox -s bench_dump``, ``nox -s bench_dump_compare`` and ``nox -s bench_html``
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import nox
 
-nox.options.sessions = ["lint", "core", "torch", "mindspore", "both", "paddle", "browser"]
+nox.options.sessions = ["lint", "core", "torch", "mindspore", "both", "paddle", "npu", "browser"]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
 
@@ -27,6 +28,7 @@ CORE = ".[test,fast]"
 TORCH_PLUGIN = "./plugins/ts_torch"
 MS_PLUGIN = "./plugins/ts_mindspore"
 PADDLE_PLUGIN = "./plugins/ts_paddle"
+NPU_PLUGIN = "./plugins/ts_npu"
 # MindSpore 2.10 cannot compute gradients with numpy 2 (FRAMEWORKS.md).
 MS_NUMPY = "numpy>=1.25,<2"
 
@@ -62,12 +64,12 @@ def core(session: nox.Session) -> None:
     """The core with no framework installed; the plugins are present but must be skipped."""
     session.install(CORE)
     # The plugin packages without their frameworks: tscore must skip them with a warning.
-    session.install("--no-deps", TORCH_PLUGIN, MS_PLUGIN, PADDLE_PLUGIN)
+    session.install("--no-deps", TORCH_PLUGIN, MS_PLUGIN, PADDLE_PLUGIN, NPU_PLUGIN)
     session.run(
         "python",
         "-c",
         "import importlib.util as u, sys; "
-        "sys.exit(any(u.find_spec(m) for m in ('torch', 'mindspore', 'paddle')))",
+        "sys.exit(any(u.find_spec(m) for m in ('torch', 'mindspore', 'paddle', 'torch_npu')))",
         silent=True,
     )
     _pytest(session, "tests/core")
@@ -99,6 +101,14 @@ def paddle(session: nox.Session) -> None:
     """The PaddlePaddle backend beside torch: its conformance kit, torch/Paddle pairs, .pdparams files."""
     session.install(*CONSTRAINTS, CORE, TORCH_PLUGIN, PADDLE_PLUGIN)
     _pytest(session, "tests/paddle")
+
+
+@nox.session(python=PYTHON)
+def npu(session: nox.Session) -> None:
+    """The Ascend NPU plugin beside torch, against a FAKE torch_npu (tests/npu): no NPU exists here."""
+    session.install(*CONSTRAINTS, CORE, TORCH_PLUGIN, NPU_PLUGIN)
+    session.env["PYTHONPATH"] = str(Path("tests/npu/fake_torch_npu").resolve())
+    _pytest(session, "tests/npu")
 
 
 def _chromium(session: nox.Session) -> None:
