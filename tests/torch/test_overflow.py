@@ -259,3 +259,13 @@ def test_spec_004_scenario_3_runs_with_only_the_import_changed(tmp_path) -> None
     assert "step 0 done" not in out.stdout
     folder = tmp_path / "ptdbg_dump" / "step0" / "rank0"
     assert len(list(folder.glob("Overflow_info_*.pkl"))) == 2
+
+
+def test_calls_that_only_move_values_are_not_looked_at_and_attribution_holds(tmp_path) -> None:
+    x = torch.full((4,), 40000.0, dtype=torch.float16)
+    with ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path), overflow_nums=-1) as debugger:
+        y = torch.mul(x, 2.0)  # inf: own
+        z = torch.relu(y).reshape(2, 2)  # move values: not looked at
+        torch.exp(z)  # computes with inf: passed on
+    events = [(e.call, e.kind) for e in debugger.overflows[0].events]
+    assert events == [("Torch.mul.0.forward", "own"), ("Torch.exp.0.forward", "passed_on")]

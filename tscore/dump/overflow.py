@@ -46,6 +46,90 @@ MAX_EVENTS = 1_000  # overflow events the summary lists at most (every one has i
 MAX_NEAR = 200  # near misses the summary lists at most
 # APIs that hand back memory nobody has written yet: whatever it holds (NaN often) is no overflow
 UNINITIALIZED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
+# APIs whose outputs are finite whenever their inputs are, forward and backward (they select, move,
+# compare or clamp values, never compute new magnitudes): an overflow cannot start in one of them, so
+# they are not looked at. An inf they pass on is seen at the next call that computes. torch's and
+# MindSpore's names (Primitive classes as they are spelled).
+CANNOT_OVERFLOW = frozenset(
+    {
+        "relu",
+        "relu_",
+        "relu6",
+        "hardtanh",
+        "hardtanh_",
+        "threshold",
+        "threshold_",
+        "max_pool1d",
+        "max_pool2d",
+        "max_pool3d",
+        "adaptive_max_pool1d",
+        "adaptive_max_pool2d",
+        "flatten",
+        "view",
+        "view_as",
+        "reshape",
+        "reshape_as",
+        "permute",
+        "transpose",
+        "t",
+        "contiguous",
+        "squeeze",
+        "unsqueeze",
+        "expand",
+        "expand_as",
+        "narrow",
+        "select",
+        "__getitem__",
+        "cat",
+        "concat",
+        "stack",
+        "split",
+        "chunk",
+        "unbind",
+        "clone",
+        "detach",
+        "abs",
+        "neg",
+        "__neg__",
+        "clamp",
+        "clamp_",
+        "clip",
+        "masked_fill",
+        "masked_fill_",
+        "where",
+        "gather",
+        "index_select",
+        "embedding",
+        "sort",
+        "topk",
+        "argmax",
+        "argmin",
+        "max",
+        "min",
+        "zeros_like",
+        "ones_like",
+        "zero_",
+        "fill_",
+        "copy_",
+        "roll",
+        "flip",
+        "repeat",
+        "tile",
+        "ReLU",
+        "ReLU6",
+        "Reshape",
+        "Transpose",
+        "ExpandDims",
+        "Squeeze",
+        "Concat",
+        "Stack",
+        "StridedSlice",
+        "MaxPool",
+        "Gather",
+        "Identity",
+        "Flatten",
+    }
+)
 
 
 class OverflowLimitError(TscoreError, ValueError):
@@ -163,7 +247,8 @@ class OverflowRecorder(DumpRecorder):
     def end(self, token: CallToken, output: Any) -> None:
         """Look at a call's outputs; record it when they hold inf or NaN."""
         held, token.held = token.held, None
-        if not token.record or not self.active or token.name.api in UNINITIALIZED:
+        api = token.name.api
+        if not token.record or not self.active or api in CANNOT_OVERFLOW or api in UNINITIALIZED:
             return
         args, kwargs = held if held is not None else ((), {})
         call = token.name.ptdbg
@@ -176,7 +261,7 @@ class OverflowRecorder(DumpRecorder):
 
     def backward(self, token: CallToken, grad_outputs: Any, grad_inputs: Any) -> None:
         """Look at the gradients a backward passed on (its inputs: the gradients into the call's outputs)."""
-        if not self.active:
+        if not self.active or token.name.api in CANNOT_OVERFLOW:
             return
         name = CallName(token.name.prefix, token.name.api, token.name.index, "backward")
         if not self._direction_wanted("backward") or not self._filter.wants(name):
