@@ -32,3 +32,13 @@ class PluginError(TscoreError, RuntimeError):
 
 class ObjectFileError(TscoreError, ValueError):
     """A file given to ``object_load`` that is missing or not JSON (a pickle, which could run code)."""
+
+
+class StepStopped(TscoreError):
+    """A dump stopped the user's step on purpose (ptdbg's overflow limit), from inside an API call.
+
+    The exception leaves the framework's call in the middle: a backend whose framework keeps
+    state across a call (MindSpore's stack of mixed-precision types, pushed by each
+    ``to_float`` cell) catches it in its API wrapper, sets that state back as it was before
+    the step, and raises it on, so that the run goes on unchanged if the user catches it.
+    """

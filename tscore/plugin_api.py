@@ -32,7 +32,7 @@ from tscore.checkpoint.contents import CheckpointContents, CheckpointReadError
 from tscore.checkpoint.safe_pickle import UnsafePickleError, restricted_unpickle
 from tscore.checkpoint.transforms import ValueTransform
 from tscore.dtypes import NEUTRAL_DTYPES, neutral_dtype
-from tscore.errors import TscoreError, UnsupportedObjectError
+from tscore.errors import StepStopped, TscoreError, UnsupportedObjectError
 from tscore.graph_nodes import GraphInput, GraphNode
 from tscore.hookspecs import PROJECT_NAME, hookimpl, hookspec
 from tscore.json_files import read_package_json
@@ -63,6 +63,7 @@ __all__ = [
     "ModelInfo",
     "ModuleRecorder",
     "Runtime",
+    "StepStopped",
     "read_package_json",
     "TensorMeta",
     "TscoreError",

@@ -33,7 +33,14 @@ def x() -> Tensor:
     return Tensor((np.random.default_rng(1).standard_normal((4, 8)) * 30).astype(np.float16))
 
 
+def float32_probe() -> np.ndarray:
+    """What a float32 Dense computes: float16-rounded if a to_float(float16) were left switched on."""
+    dense = nn.Dense(4, 3, weight_init="ones", bias_init="zeros")
+    return dense(Tensor(np.full((1, 4), 0.1234567, np.float32))).asnumpy()
+
+
 def test_a_float16_dense_that_overflows_is_named_and_the_step_stops(tmp_path) -> None:
+    before = float32_probe()
     net = Scaled()
     debugger = ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path), overflow_nums=1)
     debugger.start(net)
@@ -48,6 +55,8 @@ def test_a_float16_dense_that_overflows_is_named_and_the_step_stops(tmp_path) ->
     assert first.call in ("Primitive.MatMul.1.forward", "Functional.dense.1.forward"), first.call
     assert first.inputs == {}
     assert (tmp_path / "step0" / "rank0" / f"{first.files}.pkl").is_file()
+    # the stop left the float16 cells in the middle: the process computes in float32 again
+    np.testing.assert_array_equal(float32_probe(), before)
 
 
 def test_a_finite_run_has_no_overflow_and_the_same_output(tmp_path) -> None:

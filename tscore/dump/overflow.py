@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field
 
 from tscore.dump.names import CallName, tensor_name
 from tscore.dump.recorder import CallToken, DumpRecorder
-from tscore.errors import TscoreError
+from tscore.errors import StepStopped, TscoreError
 from tscore.npy_files import write_atomic, write_npy
 from tscore.plugins import hook
 
@@ -132,7 +132,7 @@ CANNOT_OVERFLOW = frozenset(
 )
 
 
-class OverflowLimitError(TscoreError, ValueError):
+class OverflowLimitError(StepStopped, ValueError):
     """``overflow_nums`` own overflows were found: the step stops, as ptdbg stops it."""
 
 

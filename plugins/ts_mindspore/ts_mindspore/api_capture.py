@@ -35,7 +35,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from tscore.plugin_api import HookHandles
+from tscore.plugin_api import HookHandles, StepStopped
 
 log = logging.getLogger(__name__)
 
@@ -319,6 +319,11 @@ class ApiCapture:
                 if self._recorder.backward_wanted:
                     self._hook_backward(token, output)
             return output
+        except StepStopped:  # the cells this unwinds would leave their float16 switched on
+            from ts_mindspore.mixed_precision import open_mixed_precision_cells, pop_mixed_precision
+
+            pop_mixed_precision(open_mixed_precision_cells())
+            raise
         finally:
             self._busy -= 1
 
