@@ -108,7 +108,7 @@ def line_chart(
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
         f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12" '
-        f'data-x-low="{x_low:g}" data-x-high="{x_high:g}" '
+        f'data-x-low="{x_low:.15g}" data-x-high="{x_high:.15g}" '
         f'data-plot-left="{_LEFT}" data-plot-width="{plot_w}">',
         f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
         f'<text x="{WIDTH / 2}" y="22" text-anchor="middle" font-size="15">{escape(title)}</text>',

@@ -16,6 +16,8 @@ import tscore as ts
 from tests.core.test_html_report import planted
 from tscore.cli import main
 from tscore.dump_compare import compare_dumps
+from tscore.html_report.kinds import DIFFERING
+from tscore.html_report.page import Column, Metric, ReportPage, write_page
 from tscore.netdiff.report import LayerStatus
 
 MSPROBE = Path(__file__).resolve().parents[1] / "data" / "msprobe_26.2"
@@ -58,6 +60,12 @@ def test_a_folder_comparison_names_marks_and_filters_the_first_divergence(tmp_pa
     assert page.inner_text("#body tr.selected td:first-child").startswith("7")
     assert f"7_{EVIL}7.npy" in page.inner_text("#detail-title")
     assert page.locator("#histogram svg rect").count() == 40
+
+    # a filter typed just before the button does not hide the row the button showed
+    page.fill("#filter", "no such name")
+    page.click("#show-first")
+    page.wait_for_timeout(400)
+    assert opened.shown() == 12 and page.inner_text("#body tr.selected td:first-child").startswith("7")
 
     # another metric: its own chart, the marker on it too
     page.select_option("#metric", "cosine_distance")
@@ -139,9 +147,45 @@ def test_a_dump_comparison_charts_forward_and_backward_apart(tmp_path, open_repo
     legend = page.text_content(".chart:not([hidden]) svg")
     assert "forward" in legend and "backward" in legend and marker_visible(opened)
     page.click("#show-first")
-    assert "Functional.conv2d.1.forward" in page.inner_text("#detail-title")
+    assert "Functional.conv2d.1.forward.input.1" in page.inner_text("#detail-title")  # the weight
     assert "stack" in page.inner_text("#detail-text")
     page.check("#only-failed")
-    failing = sum(row.accuracy == "No" for row in report.iter_rows())
-    assert opened.shown() == failing > 0
-    assert set(opened.column(opened.header_index("accuracy reached"))) == {"No"}
+    # a row fails as the report does: its call differs and the row's error is over the tolerance
+    failing = sum(
+        call.status in DIFFERING and rows[i].error is not None and rows[i].error > report.tolerance
+        for rows, calls in report.blocks()
+        for call in calls
+        for i in call.rows
+    )
+    assert opened.shown() == failing > 0 and page.evaluate("document.body.dataset.failing") == str(failing)
+    assert set(opened.column(opened.header_index("call verdict"))) <= set(DIFFERING)
+
+
+def test_a_click_on_a_spike_among_200000_rows_opens_that_row(tmp_path, open_report) -> None:
+    rows, spike = 200_000, 123_457
+    values = [1e-6] * rows
+    values[spike] = 10.0
+    page = ReportPage(
+        kind="test",
+        title="many rows",
+        passed=False,
+        summary="one spike",
+        facts=[],
+        columns=[Column("name", "name"), Column("error", "error", numeric=True)],
+        cells={"name": [f"op{i}" for i in range(rows)], "error": values},
+        failed=[i == spike for i in range(rows)],
+        metrics=[Metric("error", "error", values, 1e-3)],
+    )
+    opened = open_report(write_page(page, tmp_path / "many.html"))
+    svg = opened.page.locator(".chart:not([hidden]) svg")
+    data = svg.evaluate(
+        "s => ({low: +s.dataset.xLow, high: +s.dataset.xHigh, left: +s.dataset.plotLeft,"
+        " width: +s.dataset.plotWidth, view: s.viewBox.baseVal.width})"
+    )
+    assert data["high"] == rows - 1
+    box = svg.bounding_box()
+    scale = box["width"] / data["view"]
+    # two pixels beside the spike: 400 rows away from it at this width, but the point drawn is the spike
+    x = data["left"] + (spike - data["low"]) / (data["high"] - data["low"]) * data["width"] + 2
+    opened.page.mouse.click(box["x"] + x * scale, box["y"] + box["height"] / 2)
+    assert opened.page.inner_text("#body tr.selected td:first-child") == str(spike)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import math
 import re
 import subprocess
 import sys
@@ -18,10 +19,11 @@ import pytest
 
 import tscore as ts
 from tscore.cli import main
-from tscore.compare.report import CompareReport
+from tscore.compare.report import CompareReport, PairResult, PairStatus
 from tscore.errors import TargetPathError
 from tscore.html_report import Metric, page_of, render
 from tscore.html_report.chart import MAX_POINTS, metric_chart, worst_per_run
+from tscore.html_report.kinds import pair_metrics
 from tscore.html_report.page import Column, ReportPage
 
 EVIL = "<img src=x onerror=alert(1)>"
@@ -117,9 +119,12 @@ def test_the_chart_of_200000_rows_keeps_each_spike_in_1000_points() -> None:
         first=123_456,
         first_label="x",
     )
-    svg = metric_chart(page, Metric("e", "error", values.tolist(), 1e-3))
+    svg, drawn = metric_chart(page, Metric("e", "error", values.tolist(), 1e-3))
     lines = re.findall(r'<polyline[^>]*points="([^"]*)"', svg)
     assert sum(len(points.split()) for points in lines) <= 2 * MAX_POINTS
+    # the page is told which rows the chart draws, so that a click goes to the spike
+    assert (123_456, 1e3) in drawn and len(drawn) <= 2 * MAX_POINTS and drawn == sorted(drawn)
+    assert 'data-x-high="199999"' in svg
     assert ">forward<" in svg and ">backward<" in svg and 'class="first-divergence"' in svg
 
 
@@ -148,3 +153,154 @@ def test_importing_tscore_does_not_import_the_template_engine() -> None:
         subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip()
         == "False"
     )
+
+
+def _page_of_values(values: list[float | None], failed: list[bool]) -> ReportPage:
+    return ReportPage(
+        kind="test",
+        title="t",
+        passed=not any(failed),
+        summary="",
+        facts=[],
+        columns=[Column("v", "v", numeric=True)],
+        cells={"v": values},
+        failed=failed,
+        metrics=[],
+    )
+
+
+def test_failing_rows_without_a_finite_value_are_drawn_not_left_out() -> None:
+    values = [1e-6, None, float("nan"), 1e-6, None]
+    page = _page_of_values(values, [False, True, True, False, False])
+    svg, drawn = metric_chart(page, Metric("e", "error", values, 1e-3))
+    # the failing rows 1 (no value) and 2 (NaN) are marked as not finite; row 4 passes with no value
+    assert [row for row, _ in drawn] == [0, 1, 2, 3] and drawn[1][1] == drawn[2][1] == math.inf
+    assert svg.count("\u00d7</text>") == 2
+    # a NaN cosine is a NaN distance, not a distance of 0
+    nan_pair = PairResult(orig_name="a", target_name="a", status=PairStatus.MISMATCH, cosine=float("nan"))
+    distance = next(m for m in pair_metrics([nan_pair], 1e-4, 1e-4) if m.key == "cosine_distance")
+    assert math.isnan(distance.values[0])
+
+
+def test_the_allclose_ratio_sorts_as_a_number_and_keeps_its_digits(tmp_path) -> None:
+    a, b = planted(tmp_path, rows=3, first_bad=1)
+    data = payload(render(page_of(ts.migrator.compare_npy_dir(a, b))))
+    ratio = next(c for c in data["columns"] if c["key"] == "ratio")
+    assert ratio["numeric"] and ratio["percent"]
+    assert data["cells"]["ratio"][0] == 1.0 and all(isinstance(v, float) for v in data["cells"]["ratio"])
+
+
+def test_a_partial_report_read_from_json_is_refused_not_drawn_in_part(tmp_path) -> None:
+    a, b = planted(tmp_path, rows=4, first_bad=2)
+    data = ts.migrator.compare_npy_dir(a, b).model_dump()
+    data.update(pairs=data["pairs"][2:], pairs_complete=False)  # as a report of >20,000 pairs keeps
+    partial = CompareReport.model_validate(data)
+    with pytest.raises(ValueError, match=r"keeps 2 of its 4 pairs.*read from JSON"):
+        partial.to_html(tmp_path / "r.html")
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_a_dump_page_fails_the_rows_that_fail_the_report_not_ptdbgs_accuracy() -> None:
+    from tscore.dump_compare.report import DumpCompareReport
+    from tscore.dump_compare.rows import Row
+    from tscore.dump_compare.verdicts import CallVerdict
+
+    rows = [
+        # an ok call whose input ptdbg's cosine rule calls "No": its outputs agree, the call passes
+        Row(
+            "Functional.a.0.forward.input.0",
+            "Functional.a.0.forward.input.0",
+            "input",
+            "0",
+            cosine=0.5,
+            max_abs_err=1.0,
+            basis="tensor",
+            error=0.0,
+            accuracy="No",
+        ),
+        Row(
+            "Functional.a.0.forward.output.0",
+            "Functional.a.0.forward.output.0",
+            "output",
+            "0",
+            cosine=1.0,
+            max_abs_err=0.0,
+            basis="tensor",
+            error=0.0,
+            accuracy="Yes",
+        ),
+        # a call with an error of its own that ptdbg's rule lets through (cosine 0.999, small max abs)
+        Row(
+            "Functional.b.0.forward.input.0",
+            "Functional.b.0.forward.input.0",
+            "input",
+            "0",
+            cosine=1.0,
+            max_abs_err=0.0,
+            basis="tensor",
+            error=0.0,
+            accuracy="Yes",
+        ),
+        Row(
+            "Functional.b.0.forward.output.0",
+            "Functional.b.0.forward.output.0",
+            "output",
+            "0",
+            cosine=0.999,
+            max_abs_err=1e-4,
+            basis="tensor",
+            error=0.04,
+            accuracy="Yes",
+        ),
+    ]
+    calls = [
+        CallVerdict("Functional.a.0.forward", "Functional.a.0.forward", "forward", "name", "ok", rows=[0, 1]),
+        CallVerdict(
+            "Functional.b.0.forward",
+            "Functional.b.0.forward",
+            "forward",
+            "name",
+            "own",
+            input_error=0.0,
+            output_error=0.04,
+            rows=[2, 3],
+        ),
+    ]
+    report = DumpCompareReport(
+        target_path="npu",
+        orig_path="bench",
+        target_format="tscore",
+        orig_format="tscore",
+        basis="tensor",
+        tolerance=0.01,
+        rows=rows,
+        calls=calls,
+        first_error=calls[1],
+    )
+    page = page_of(report)
+    assert not report.passed and page.failed == [False, False, False, True] and page.first == 3
+    assert page.first_label == "Functional.b.0.forward.output.0"
+    error_line = next(m for m in page.metrics if m.key == "error")
+    assert error_line.tolerance == 0.01 and "tolerance 0.01" in error_line.tolerance_label
+    assert next(m for m in page.metrics if m.key == "max_rel").tolerance is None  # no line it is judged by
+
+
+def test_a_network_comparison_without_layers_marks_its_first_failing_output() -> None:
+    from tscore.netdiff.report import NetDiffReport
+
+    ok = PairResult(orig_name="out0", target_name="out0", status=PairStatus.OK, allclose=True)
+    bad = PairResult(orig_name="out1", target_name="out1", status=PairStatus.MISMATCH, max_abs_diff=0.5)
+    report = NetDiffReport(
+        rtol=1e-4, atol=1e-4, equal_nan=False, orig_label="torch", target_label="mindspore", outputs=[ok, bad]
+    )
+    page = page_of(report)
+    assert page.first == 1 and page.first_label == "out1"
+    assert 'id="show-first"' in render(page)
+
+
+def test_ckpt_diff_refuses_a_metric_to_chart_without_values_before_it_reads(tmp_path, capsys) -> None:
+    missing = tmp_path / "not_read.safetensors"  # never opened: the options are refused first
+    args = ["ckpt-diff", str(missing), str(missing), "--no-values", "--html", str(tmp_path / "p.html")]
+    assert main([*args, "--html-metric", "max_abs"]) == 2
+    err = capsys.readouterr().err
+    assert "--html-metric" in err and "--no-values" in err and "not_read" not in err

@@ -315,10 +315,20 @@ class CompareReport(BaseModel):
         return self.counts.get("failed", 0) == 0
 
     def iter_pairs(self) -> Iterator[PairResult]:
-        """Yield every row in pair order, kept or not (read back from the spool file)."""
-        if self.pairs_complete or self._spool is None:
+        """Yield every row in pair order, kept or not (read back from the spool file).
+
+        :raises ValueError: for a report that keeps only its failing rows and came from elsewhere
+            (JSON, another process): the other rows are in the CSV or JSON file it was written to.
+        """
+        if self.pairs_complete:
             yield from self.pairs
             return
+        if self._spool is None:
+            raise ValueError(
+                f"this report of {self.orig_dir} and {self.target_dir} keeps {len(self.pairs):,} of its "
+                f"{self.total:,} pairs and was made in another process or read from JSON: every pair is "
+                "in the CSV or JSON file it was written to; compare the folders again to have them all"
+            )
         with open(self._spool.name, encoding="utf-8", errors="surrogateescape", newline="") as text:
             for cells in csv.reader(text):  # each iteration reads with its own handle
                 yield row_from_csv(cells)

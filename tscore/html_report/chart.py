@@ -23,9 +23,17 @@ MAX_POINTS = 1_000  # points per line at most
 LABEL_CHARS = 60  # the first divergence's label is cut to this many characters
 
 
-def _values(metric: Metric) -> tuple[np.ndarray, np.ndarray]:
-    """Return the values as float64 (non-finite: +inf, the worst) and which rows have one."""
-    present = np.fromiter((v is not None for v in metric.values), dtype=bool, count=len(metric.values))
+def _values(metric: Metric, failed: list[bool]) -> tuple[np.ndarray, np.ndarray]:
+    """Return the values as float64 (non-finite: +inf, the worst) and which rows are drawn.
+
+    A failing row without the value (a missing file, shapes that differ) is drawn as not finite,
+    so that no failure is left off the chart.
+    """
+    present = np.fromiter(
+        (v is not None or f for v, f in zip(metric.values, failed, strict=True)),
+        dtype=bool,
+        count=len(metric.values),
+    )
     values = np.fromiter(
         (math.inf if v is None or not math.isfinite(v) else v for v in metric.values),
         dtype=np.float64,
@@ -56,9 +64,12 @@ def worst_per_run(rows: np.ndarray, values: np.ndarray, width: int) -> tuple[np.
     return rows[worst], picked[worst]
 
 
-def metric_chart(page: ReportPage, metric: Metric) -> str:
-    """Draw ``metric`` of every row of ``page`` as an SVG line chart, the first divergence marked."""
-    values, present = _values(metric)
+def metric_chart(page: ReportPage, metric: Metric) -> tuple[str, list[tuple[int, float]]]:
+    """Draw ``metric`` of every row of ``page`` as an SVG line chart, the first divergence marked.
+
+    Return the SVG and the points it draws as ``(row, value)``, by row (not finite: inf).
+    """
+    values, present = _values(metric, page.failed)
     floor = floor_of(values, metric.tolerance)
     values = np.where(values > 0, values, floor)
     total = page.rows
@@ -67,11 +78,13 @@ def metric_chart(page: ReportPage, metric: Metric) -> str:
     names = list(dict.fromkeys(groups))
     labels = np.array(groups, dtype=object)
     series = []
+    drawn: list[tuple[int, float]] = []
     for name in names:
         rows = np.nonzero(present & (labels == name))[0]
         xs, ys = worst_per_run(rows, values, width)
         # a non-finite value (NaN, inf: stored as inf) breaks the line; svg_chart marks it on the axis
         series.append(Series(name or metric.title, [int(x) for x in xs], [float(v) for v in ys]))
+        drawn.extend(zip((int(x) for x in xs), (float(v) for v in ys), strict=True))
     marks = []
     if page.first is not None:
         whole = f"first divergence: {page.first_label}"
@@ -80,14 +93,18 @@ def metric_chart(page: ReportPage, metric: Metric) -> str:
     title = f"{metric.title} of every row in execution order"
     if width > 1:
         title += f" (worst of each {width} rows)"
-    return line_chart(
+    line_label = ""
+    if metric.tolerance is not None:
+        line_label = metric.tolerance_label or f"tolerance {metric.tolerance:g}"
+    svg = line_chart(
         series,
         title=title,
-        x_label=f"row (0 to {total - 1}); errors of 0 drawn at {floor:.0e}",
+        x_label=f"row (0 to {total - 1}); errors of 0 drawn at {floor:.0e}; \u00d7: NaN, inf or none",
         y_label=metric.title,
         log_y=True,
         hline=metric.tolerance,
-        hline_label=f"tolerance {metric.tolerance:g}" if metric.tolerance is not None else "",
+        hline_label=line_label,
         marks=marks,
         x_range=(0, max(total - 1, 1)),
     )
+    return svg, sorted(drawn)

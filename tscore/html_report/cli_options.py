@@ -28,9 +28,14 @@ def check_html_target(args: argparse.Namespace) -> None:
     """Fail before any work when ``--html`` names a file that cannot be created.
 
     :raises TargetPathError: naming ``--html``, the path and what to do.
+    :raises ValueError: for ``--html-metric`` with ``--no-values``: there is no metric to chart.
     """
     if args.html:
         writable_target(args.html, "--html")
+    if getattr(args, "no_values", False) and getattr(args, "html_metric", None):
+        raise ValueError(
+            "--html-metric charts values, which --no-values leaves out: drop one of the two options"
+        )
 
 
 def write_html_report(args: argparse.Namespace, report: Any) -> None:

@@ -9,11 +9,12 @@ included (``iter_pairs``, ``iter_rows``), in execution order.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tscore.compare.report import PairResult, PairStatus, format_number, format_ratio, format_shape
+from tscore.compare.report import PairResult, PairStatus, format_number, format_shape
 from tscore.html_report.histograms import pair_histograms
 from tscore.html_report.page import Column, Metric, ReportPage
 
@@ -23,25 +24,47 @@ if TYPE_CHECKING:
     from tscore.dump_compare.report import DumpCompareReport
     from tscore.netdiff.report import NetDiffReport
 
+DIFFERING = ("own", "weights", "inherited")  # the verdicts of calls that make a dump comparison fail
 COSINE_REFERENCE = 0.01  # ptdbg's line: a cosine under 0.99 is a difference
 HISTOGRAM_ROWS = 50  # failing rows that get a histogram of their differences, at most
 
 
 def _distance(cosine: float | None) -> float | None:
-    return None if cosine is None else max(0.0, 1.0 - cosine)
+    """Return 1 - cosine, never below 0; a NaN cosine stays NaN (drawn as not finite, not as 0)."""
+    if cosine is None or math.isnan(cosine):
+        return cosine
+    return max(0.0, 1.0 - cosine)
 
 
 def pair_metrics(pairs: Sequence[PairResult], rtol: float, atol: float) -> list[Metric]:
-    """Return the three error metrics of value comparisons, with the tolerances that judge them."""
+    """Return the three error metrics of value comparisons, each with the line that helps read it.
+
+    A pair passes when every element is within ``atol + rtol * |orig|``: neither the largest
+    relative nor the largest absolute error alone decides it, so their lines are drawn at
+    ``rtol`` and ``atol`` and named so, not as the line a pair fails above.
+    """
     return [
-        Metric("max_rel", "max relative error", [p.max_rel_diff for p in pairs], rtol or None),
+        Metric(
+            "max_rel",
+            "max relative error",
+            [p.max_rel_diff for p in pairs],
+            rtol or None,
+            f"rtol {rtol:g} (a pair fails where an element is off by more than atol + rtol * |orig|)",
+        ),
         Metric(
             "cosine_distance",
             "cosine distance (1 - cosine)",
             [_distance(p.cosine) for p in pairs],
             COSINE_REFERENCE,
+            f"{COSINE_REFERENCE:g}: a cosine under {1 - COSINE_REFERENCE:g}, ptdbg's line",
         ),
-        Metric("max_abs", "max absolute error", [p.max_abs_diff for p in pairs], atol or None),
+        Metric(
+            "max_abs",
+            "max absolute error",
+            [p.max_abs_diff for p in pairs],
+            atol or None,
+            f"atol {atol:g}",
+        ),
     ]
 
 
@@ -49,7 +72,7 @@ PAIR_COLUMNS = [
     Column("orig", "orig name"),
     Column("target", "target name"),
     Column("status", "status"),
-    Column("ratio", "ratio of allclose"),
+    Column("ratio", "ratio of allclose", numeric=True, percent=True),
     Column("cosine", "cosine", numeric=True),
     Column("max_abs", "max abs diff", numeric=True),
     Column("max_rel", "max rel diff", numeric=True),
@@ -62,7 +85,7 @@ def _pair_cells(pairs: Sequence[PairResult]) -> dict[str, list[Any]]:
         "orig": [p.orig_name for p in pairs],
         "target": [p.target_name for p in pairs],
         "status": ["passed" if p.passed else p.status.value for p in pairs],
-        "ratio": [format_ratio(p.ratio_close) for p in pairs],
+        "ratio": [p.ratio_close for p in pairs],
         "cosine": [p.cosine for p in pairs],
         "max_abs": [p.max_abs_diff for p in pairs],
         "max_rel": [p.max_rel_diff for p in pairs],
@@ -276,8 +299,8 @@ def netdiff_page(report: NetDiffReport) -> ReportPage:
     else:
         outputs = report.outputs
         failed = [not p.passed for p in outputs]
-        first = None
-        first_label = ""
+        first = _first_failing(failed)
+        first_label = _pair_label(outputs[first]) if first is not None else ""
         cells = _pair_cells(outputs)
         details = [_pair_detail(p) for p in outputs]
         columns = [
@@ -289,7 +312,13 @@ def netdiff_page(report: NetDiffReport) -> ReportPage:
     if report.layers:  # what each layer computes wrong by itself, given the same inputs
         own = [row.own_error if row.own is not None else None for row in report.layers]
         metrics.append(
-            Metric("own", "own error (target layer replayed on orig inputs)", own, report.atol or None)
+            Metric(
+                "own",
+                "own error (target layer replayed on orig inputs)",
+                own,
+                report.atol or None,
+                f"atol {report.atol:g}",
+            )
         )
     return ReportPage(
         kind="netdiff",
@@ -312,8 +341,11 @@ def netdiff_page(report: NetDiffReport) -> ReportPage:
 def dump_page(report: DumpCompareReport) -> ReportPage:
     """Return the page of a dump comparison: a row per compared value, forward and backward charted apart.
 
-    A row's details are its call's verdict, reason and stack; the first divergence is the first
-    failing row of the first call with an error of its own (else of the first call that differs).
+    A row fails as the report does: its call differs (an error of its own, other weights, or
+    inherited) and the row's own error is over the tolerance. A row's
+    details are its call's verdict, reason and stack; the first divergence is the first failing
+    output of the first call with an error of its own (else of the first call that differs), or
+    its first failing input when the verdict is that the weights differ.
     """
     from tscore.dump_compare.rows import COSINE_MIN, MAX_ABS_MAX
 
@@ -328,6 +360,8 @@ def dump_page(report: DumpCompareReport) -> ReportPage:
     details: list[str] = []
     first_call = report.first_error or report.first_failure
     first: int | None = None
+    failed: list[bool] = []
+    tolerance = report.tolerance
     for rows, calls in report.blocks():
         for call in calls:
             text = "\n".join(
@@ -350,10 +384,16 @@ def dump_page(report: DumpCompareReport) -> ReportPage:
                 first_call.orig_call,
                 first_call.direction,
             )
+            differs = call.status in DIFFERING
+            first_output = is_first and first is None
             for index in call.rows:
                 row = rows[index]
-                if is_first and first is None and (row.accuracy == "No" or index == call.rows[-1]):
+                fails = differs and row.error is not None and row.error > tolerance
+                # an own error shows in the outputs; other weights in the parameter that differs
+                wanted = row.role == "output" or call.status == "weights"
+                if first_output and first is None and fails and wanted:
                     first = len(accuracy)
+                failed.append(fails)
                 target_names.append(row.target_name)
                 orig_names.append(row.orig_name)
                 numbers["cosine"].append(row.cosine)
@@ -364,7 +404,6 @@ def dump_page(report: DumpCompareReport) -> ReportPage:
                 verdicts.append(call.status)
                 groups.append("backward" if call.direction == "backward" else "forward")
                 detail_of.append(len(details) - 1)
-    failed = [a == "No" for a in accuracy]
     same_names = target_names == orig_names
     columns = [Column("target", "name" if same_names else f"{report.target_label or 'NPU'} name")]
     cells: dict[str, list[Any]] = {"target": target_names}
@@ -381,15 +420,24 @@ def dump_page(report: DumpCompareReport) -> ReportPage:
     ]
     cells.update(accuracy=accuracy, verdict=verdicts, **numbers)
     metrics = [
-        Metric("error", "error (relative L2, or from statistics)", numbers["error"], report.tolerance),
-        Metric("max_rel", "max relative error", numbers["max_rel"], report.tolerance),
+        Metric(
+            "error",
+            "error (relative L2, or from statistics)",
+            numbers["error"],
+            tolerance,
+            f"tolerance {tolerance:g}: a row of a differing call fails above it",
+        ),
+        Metric("max_rel", "max relative error", numbers["max_rel"]),
         Metric(
             "cosine_distance",
             "cosine distance (1 - cosine)",
             [_distance(c) for c in numbers["cosine"]],
             1.0 - COSINE_MIN,
+            f"{1.0 - COSINE_MIN:g}: a cosine under {COSINE_MIN:g}, ptdbg's line",
         ),
-        Metric("max_abs", "max absolute error", numbers["max_abs"], MAX_ABS_MAX),
+        Metric(
+            "max_abs", "max absolute error", numbers["max_abs"], MAX_ABS_MAX, f"{MAX_ABS_MAX:g}: ptdbg's line"
+        ),
     ]
     first_label = ""
     notes = []

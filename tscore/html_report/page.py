@@ -34,6 +34,7 @@ class Column:
     key: str
     title: str
     numeric: bool = False
+    percent: bool = False  # a share in 0..1, shown as a percentage (sorts as a number)
 
 
 @dataclass
@@ -44,6 +45,7 @@ class Metric:
     title: str  # "max relative error"
     values: list[float | None]  # one per row; None: the row has no such value
     tolerance: float | None = None  # drawn as a dashed line
+    tolerance_label: str = ""  # what the line means; default "tolerance T"
 
 
 @dataclass
@@ -86,21 +88,31 @@ class ReportPage:
         return len(self.failed)
 
 
-def _number(value: Any) -> Any:
-    """Return a JSON-safe cell: floats rounded to 7 significant digits, NaN and infinities as text."""
+def _number(value: Any, digits: int = 7) -> Any:
+    """Return a JSON-safe cell: floats to ``digits`` significant digits, NaN and infinities as text."""
     if isinstance(value, float):
         if math.isfinite(value):
-            return float(f"{value:.7g}")
+            return float(f"{value:.{digits}g}")
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     return value
 
 
-def _payload(page: ReportPage) -> str:
-    """Pack the table's data as gzip-compressed JSON in base64: a tenth of the size, decoded in the page."""
+def _payload(page: ReportPage, points: dict[str, list[tuple[int, float]]]) -> str:
+    """Pack the table's data as gzip-compressed JSON in base64: a tenth of the size, decoded in the page.
+
+    ``points`` holds, per metric, the points each chart draws (row, value): a click on a chart
+    goes to the highest drawn point near it, the spike a person aimed at, not to a row the chart
+    only summarises.
+    """
     data = {
-        "columns": [{"key": c.key, "title": c.title, "numeric": c.numeric} for c in page.columns],
+        "columns": [
+            {"key": c.key, "title": c.title, "numeric": c.numeric, "percent": c.percent} for c in page.columns
+        ],
         "cells": {
-            c.key: [_number(v) for v in page.cells[c.key]] if c.numeric else page.cells[c.key]
+            # a share keeps every digit: 99.9999996% must not read as 100%
+            c.key: [_number(v, 17 if c.percent else 7) for v in page.cells[c.key]]
+            if c.numeric
+            else page.cells[c.key]
             for c in page.columns
         },
         "failed": [1 if f else 0 for f in page.failed],
@@ -109,6 +121,10 @@ def _payload(page: ReportPage) -> str:
         "groups": page.groups,
         "first": page.first,
         "hist": {str(row): h.as_data() for row, h in page.histograms.items()},
+        "points": {
+            key: {"rows": [r for r, _ in drawn], "values": [_number(v) for _, v in drawn]}
+            for key, drawn in points.items()
+        },
         "pageRows": PAGE_ROWS,
     }
     text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -133,15 +149,11 @@ def render(page: ReportPage, metric: str | None = None) -> str:
     if metric is not None and metric not in keys:
         raise ValueError(f"metric {metric!r} is not one of this report's: {', '.join(keys) or 'none'}")
     shown = metric or (keys[0] if keys else None)
-    charts = [
-        {
-            "key": m.key,
-            "title": m.title,
-            "svg": metric_chart(page, m) if page.rows else "",
-            "shown": m.key == shown,
-        }
-        for m in page.metrics
-    ]
+    charts = []
+    points: dict[str, list[tuple[int, float]]] = {}
+    for m in page.metrics:
+        svg, points[m.key] = metric_chart(page, m) if page.rows else ("", [])
+        charts.append({"key": m.key, "title": m.title, "svg": svg, "shown": m.key == shown})
     environment = jinja2.Environment(
         loader=jinja2.PackageLoader("tscore.html_report", "assets"),
         autoescape=True,
@@ -153,7 +165,7 @@ def render(page: ReportPage, metric: str | None = None) -> str:
     return environment.get_template("report.html.j2").render(
         page=page,
         charts=charts,
-        payload=_payload(page),
+        payload=_payload(page, points),
         style=_asset("report.css"),
         script=_asset("report.js"),
         failing=sum(page.failed),

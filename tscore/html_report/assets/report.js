@@ -5,7 +5,8 @@
 (function () {
   const $ = (id) => document.getElementById(id);
   const state = { data: null, view: null, sortKey: null, sortDir: 1, onlyFailed: false, text: "",
-    page: 0, selected: -1 };
+    page: 0, selected: -1, timer: null };
+  const SNAP_PX = 6;  // a click goes to the highest drawn point this close to it
 
   async function decode() {
     const text = $("payload").textContent.trim();
@@ -24,12 +25,21 @@
     return typeof value === "number" ? value : null;
   }
 
-  function show(value, numeric) {
+  function percent(share) {
+    // two decimals, more where rounding would show 100.00% although some element failed
+    const value = share * 100;
+    let digits = 2;
+    while (digits < 8 && share < 1 && Number(value.toFixed(digits)) >= 100) digits++;
+    return `${value.toFixed(digits)}%`;
+  }
+
+  function show(value, numeric, asPercent) {
     if (value === null || value === undefined) return "-";
     if (!numeric) return String(value);
     const number = asNumber(value);
     if (number === null) return String(value);
     if (!Number.isFinite(number)) return String(value);
+    if (asPercent) return percent(number);
     if (number === 0) return "0";
     const size = Math.abs(number);
     return size >= 1e-4 && size < 1e6 ? String(Number(number.toPrecision(6))) : number.toExponential(3);
@@ -85,7 +95,7 @@
       for (const column of d.columns) {
         const td = document.createElement("td");
         if (column.numeric) td.className = "num";
-        td.textContent = show(d.cells[column.key][i], column.numeric);
+        td.textContent = show(d.cells[column.key][i], column.numeric, column.percent);
         tr.appendChild(td);
       }
       rows.appendChild(tr);
@@ -161,7 +171,7 @@
     const names = d.columns.filter((c) => !c.numeric).map((c) => d.cells[c.key][i]).filter((v) => v !== null);
     $("detail").hidden = false;
     $("detail-title").textContent = `row ${i}: ${names.slice(0, 2).join(" / ")}`;
-    const lines = d.columns.map((c) => `${c.title}: ${show(d.cells[c.key][i], c.numeric)}`);
+    const lines = d.columns.map((c) => `${c.title}: ${show(d.cells[c.key][i], c.numeric, c.percent)}`);
     const index = d.detailOf ? d.detailOf[i] : -1;
     if (index >= 0) lines.push("", d.details[index]);
     $("detail-text").textContent = lines.join("\n");
@@ -172,6 +182,7 @@
 
   function jump(i) {
     // show row i whatever the filters: back to execution order, no filter, its page
+    clearTimeout(state.timer);  // a filter typed just before must not hide the row again
     state.onlyFailed = false; state.text = ""; state.sortKey = null; state.sortDir = 1;
     $("only-failed").checked = false; $("filter").value = "";
     rebuild(); header();
@@ -187,7 +198,21 @@
     const x = (event.clientX - box.left) * scale;
     const low = Number(svg.dataset.xLow), high = Number(svg.dataset.xHigh);
     const left = Number(svg.dataset.plotLeft), width = Number(svg.dataset.plotWidth);
-    const row = Math.round(low + (x - left) / width * (high - low));
+    const perRow = width / Math.max(high - low, 1);  // pixels per row
+    let row = Math.round(low + (x - left) / width * (high - low));
+    // each drawn point stands for the worst of its rows: a click goes to the highest point near it
+    const drawn = state.data.points[svg.closest(".chart").dataset.metric] || { rows: [], values: [] };
+    const reach = SNAP_PX / perRow, rows = drawn.rows;
+    let lo = 0, hi = rows.length;
+    while (lo < hi) { const mid = (lo + hi) >> 1; if (rows[mid] < row - reach) lo = mid + 1; else hi = mid; }
+    let best = -1, bestValue = -Infinity;
+    for (let k = lo; k < rows.length && rows[k] <= row + reach; k++) {
+      const value = asNumber(drawn.values[k]), v = value === null || Number.isNaN(value) ? Infinity : value;
+      if (v > bestValue || (v === bestValue && Math.abs(rows[k] - row) < Math.abs(rows[best] - row))) {
+        best = k; bestValue = v;
+      }
+    }
+    if (best >= 0) row = rows[best];
     const total = state.data.failed.length;
     if (total) jump(Math.min(Math.max(row, 0), total - 1));
   }
@@ -201,10 +226,9 @@
     }
     $("loading").hidden = true;
     $("only-failed").addEventListener("change", (e) => { state.onlyFailed = e.target.checked; refresh(true); });
-    let timer = null;
     $("filter").addEventListener("input", (e) => {
-      clearTimeout(timer);
-      timer = setTimeout(() => { state.text = e.target.value; refresh(true); }, 150);
+      clearTimeout(state.timer);
+      state.timer = setTimeout(() => { state.text = e.target.value; refresh(true); }, 150);
     });
     $("prev").addEventListener("click", () => { state.page--; draw(); });
     $("next").addEventListener("click", () => { state.page++; draw(); });
