@@ -216,9 +216,10 @@ def bench_dump(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench_ms_dump(session: nox.Session) -> None:
-    """The API dump's cost per MindSpore PyNative training step (small ResNet, encoder; one thread)."""
+    """The dump's cost per MindSpore training step, PyNative then graph mode (ResNet, encoder; one thread)."""
     session.install(*CONSTRAINTS, ".", MS_PLUGIN, MS_NUMPY)
     session.run("python", "benchmarks/bench_ms_dump.py", *session.posargs)
+    session.run("python", "benchmarks/bench_ms_dump.py", "--graph", *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -7,7 +7,12 @@ one worker, so the machine's drift between workers does not enter it.
 msprobe's MindSpore dump is not run: on MindSpore's CPU build it stops the
 step (``The kernel LinalgVectorNorm unregistered``, issue 12).
 
-    python benchmarks/bench_ms_dump.py [--steps 15] [--json FILE]
+Graph mode (``--graph``) goes through MindSpore's own dump, which a process
+arms once, before its first graph, and cannot switch off: plain and dumped
+steps run in separate workers (plain, dumped, plain again) and the ratio is
+the dumped median over the mean of the two plain medians.
+
+    python benchmarks/bench_ms_dump.py [--steps 15] [--graph] [--json FILE]
 """
 
 from __future__ import annotations
@@ -135,20 +140,102 @@ def worker(model_name: str, task: str, steps: int, folder: str, data_mode: str) 
     }
 
 
+def graph_worker(model_name: str, task: str, steps: int, folder: str, dumped: bool) -> dict[str, Any]:
+    """Time compiled training steps (TrainOneStepCell), each dumped through MindSpore's own dump or not."""
+    import mindspore as ms
+    from mindspore import nn
+
+    import tscore as ts
+
+    ms.set_context(mode=ms.GRAPH_MODE)
+    net, x, labels = _model(model_name)
+    loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    train = nn.TrainOneStepCell(nn.WithLossCell(net, loss_fn), nn.SGD(net.trainable_params(), 0.01))
+    debugger = ts.dump.Debugger(task=task, dump_path=folder, level="L1") if dumped else None
+
+    inside: list[float] = []  # the step alone: with the dump on, MindSpore writing its files
+
+    def timed() -> float:
+        began = time.perf_counter()
+        if debugger is not None:
+            debugger.start(train)  # the first start arms MindSpore's dump, before the graph compiles
+        ran = time.perf_counter()
+        train(x, labels).asnumpy()
+        inside.append(time.perf_counter() - ran)
+        if debugger is not None:
+            debugger.step()
+        return time.perf_counter() - began
+
+    for _ in range(3):
+        timed()  # warm-up: the graph compiles
+    del inside[:]
+    times = [timed() for _ in range(steps)]
+    if debugger is not None:
+        debugger.close()
+    return {"median_ms": statistics.median(times) * 1e3, "step_ms": statistics.median(inside) * 1e3}
+
+
+def _run_worker(arguments: list[str], env: dict[str, str]) -> dict[str, Any]:
+    folder = tempfile.mkdtemp(prefix="ts_ms_dump_")
+    try:
+        out = subprocess.run(
+            [sys.executable, __file__, *[a.replace("{folder}", folder) for a in arguments]],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        )
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def graph_cases(steps: int, env: dict[str, str]) -> list[dict[str, Any]]:
+    """Plain, dumped and plain-again workers per model and task in graph mode; print each ratio."""
+    results = []
+    for model in ("resnet", "encoder"):
+        for task in ("statistics", "tensor"):
+            found = [
+                _run_worker(["--graph-worker", model, task, str(steps), "{folder}", flag], env)
+                for flag in ("0", "1", "0")
+            ]
+            runs = [f["median_ms"] for f in found]
+            plain = (runs[0] + runs[2]) / 2
+            row = {"model": model, "task": task, "mode": "graph", "plain_ms": plain, "dumped_ms": runs[1]}
+            row["ratio"] = runs[1] / plain
+            row["mindspore_writing_ms"] = found[1]["step_ms"] - plain  # MindSpore's own dump, in the step
+            results.append(row)
+            print(
+                f"{model:8s} {task:10s} graph   plain {plain:7.1f} ms  dumped {runs[1]:7.1f} ms  "
+                f"{row['ratio']:5.2f}x  (MindSpore writing {row['mindspore_writing_ms']:.1f} ms, "
+                f"tscore converting {runs[1] - found[1]['step_ms']:.1f} ms; "
+                f"plain workers {runs[0]:.1f} / {runs[2]:.1f} ms)",
+                flush=True,
+            )
+    return results
+
+
 def main() -> None:
     """Run every model and task in its own interpreter and print the ratios."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worker", nargs=5, metavar=("MODEL", "TASK", "STEPS", "FOLDER", "DATA_MODE"))
+    parser.add_argument("--graph-worker", nargs=5, metavar=("MODEL", "TASK", "STEPS", "FOLDER", "DUMPED"))
     parser.add_argument("--steps", type=int, default=15)
+    parser.add_argument("--graph", action="store_true", help="only graph mode, through MindSpore's own dump")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args()
     if args.worker:
         model, task, steps, folder, data_mode = args.worker
         print(json.dumps(worker(model, task, int(steps), folder, data_mode)))
         return
+    if args.graph_worker:
+        model, task, steps, folder, dumped = args.graph_worker
+        print(json.dumps(graph_worker(model, task, int(steps), folder, dumped == "1")))
+        return
     env = {**os.environ, "OMP_NUM_THREADS": "1", "GLOG_v": "3"}
-    results = []
-    for model, task, data_mode in CASES:
+    env.pop("MINDSPORE_DUMP_CONFIG", None)
+    results = graph_cases(args.steps, env) if args.graph else []
+    for model, task, data_mode in [] if args.graph else CASES:
         folder = tempfile.mkdtemp(prefix="ts_ms_dump_")
         try:
             out = subprocess.run(

@@ -30,7 +30,7 @@ import logging
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from tscore.hookspecs import hookimpl
 from tscore.module_hooks import HookHandles, LayerInfo, ModuleRecorder
 from tscore.runtime import Runtime
 from tscore.tensor_meta import FrameworkInfo, ModelInfo, TensorMeta
+
+if TYPE_CHECKING:
+    from tscore.dump.native import NativeDump
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +78,7 @@ HOOK_METHODS: dict[str, tuple[str | tuple[str, ...], ...]] = {
     "ts_tensor_abs_max": ("tensor_types", "tensor_abs_max"),
     "ts_device_overflow": ("device_overflow",),
     "ts_kernel_dump": ("kernel_dump",),
+    "ts_native_dump": ("native_dump",),
     "ts_current_rank": ("current_rank",),
     "ts_read_graph_file": ("read_graph_file",),
     "ts_read_print_file": ("read_print_file",),
@@ -264,6 +268,10 @@ class Backend:
         """Answer ``ts_kernel_dump``: a context manager running the device's kernel-level dump."""
         raise NotImplementedError
 
+    def native_dump(self, folder: str, steps: list[int]) -> NativeDump | None:
+        """Answer ``ts_native_dump``: your framework's own kernel dump, armed, when it runs compiled."""
+        raise NotImplementedError
+
     def current_rank(self) -> int | None:
         """Answer ``ts_current_rank``: the distributed rank when your framework knows it."""
         raise NotImplementedError
@@ -443,6 +451,11 @@ class Backend:
     def ts_kernel_dump(self, config_path: str) -> AbstractContextManager[object] | None:
         """Offer your device's kernel-level dump, when your framework is imported."""
         return self.kernel_dump(config_path) if self.imported() is not None else None
+
+    @hookimpl
+    def ts_native_dump(self, folder: str, steps: list[int]) -> NativeDump | None:
+        """Arm your framework's own dump for compiled steps, when your framework is imported."""
+        return self.native_dump(folder, steps) if self.imported() is not None else None
 
     @hookimpl
     def ts_tensor_abs_max(self, tensor: object) -> Any:

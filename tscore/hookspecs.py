@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pluggy
@@ -55,6 +55,9 @@ from tscore.graph_nodes import GraphNode
 from tscore.module_hooks import HookHandles, LayerInfo, ModuleRecorder
 from tscore.runtime import Runtime
 from tscore.tensor_meta import FrameworkInfo, ModelInfo, TensorMeta
+
+if TYPE_CHECKING:
+    from tscore.dump.native import NativeDump
 
 PROJECT_NAME = "tscore"
 
@@ -514,6 +517,20 @@ def ts_kernel_dump(config_path: str) -> AbstractContextManager[object] | None:
     ``None`` otherwise. ``config_path`` is ptdbg's ``dump.json``, already
     checked (:mod:`tscore.dump.acl_config`). ptdbg's ``mode="acl"`` enters it
     around each call it names, so the kernels of that call alone are dumped.
+    """
+
+
+@hookspec(firstresult=True)
+def ts_native_dump(folder: str, steps: list[int]) -> NativeDump | None:
+    """Arm your framework's own kernel dump when the network runs compiled, where no API call is seen.
+
+    ``firstresult``: answer only when your framework runs the coming steps as a
+    compiled graph that Python wrappers cannot see into (MindSpore's graph
+    mode); ``None`` otherwise, and the API hooks are installed instead. Write
+    under ``folder``; ``steps`` are the dump's ``step`` list (empty: all). The
+    debugger calls ``collect()`` at each ``stop()`` and turns each
+    :class:`~tscore.dump.native.KernelCall` into a ``Kernel`` record
+    (:mod:`tscore.dump.native`), then ``discard()`` removes what was read.
     """
 
 

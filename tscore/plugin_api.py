@@ -32,6 +32,7 @@ from tscore.checkpoint.contents import CheckpointContents, CheckpointReadError
 from tscore.checkpoint.safe_pickle import UnsafePickleError, restricted_unpickle
 from tscore.checkpoint.transforms import ValueTransform
 from tscore.dtypes import NEUTRAL_DTYPES, neutral_dtype
+from tscore.dump.native import KernelCall, KernelTensor
 from tscore.errors import StepStopped, TscoreError, UnsupportedObjectError
 from tscore.graph_nodes import GraphInput, GraphNode
 from tscore.hookspecs import PROJECT_NAME, hookimpl, hookspec
@@ -59,6 +60,8 @@ __all__ = [
     "GraphInput",
     "GraphNode",
     "HookHandles",
+    "KernelCall",
+    "KernelTensor",
     "LayerInfo",
     "ModelInfo",
     "ModuleRecorder",

@@ -26,6 +26,7 @@ from typing import Any
 
 from tscore.dump.acl_config import check_acl_config
 from tscore.dump.config import DumpConfig, DumpConfigError, load_config, make_config
+from tscore.dump.native import NATIVE_FOLDER, NativeDump, record_kernels
 from tscore.dump.overflow import OverflowRecorder, OverflowSummary
 from tscore.dump.recorder import DumpRecorder, finish_record
 from tscore.dump.writer import DumpWriter, WriterThread
@@ -74,6 +75,7 @@ class Debugger:
         self._model: object = None
         self._thread: WriterThread | None = None  # one writing thread for every step of this debugger
         self._started_info: dict[str, Any] = {}  # dump_info.json as start() wrote it
+        self._native: NativeDump | None = None  # the framework's own dump, for a compiled network
         self.folders: list[str] = []
         self.overflows: list[OverflowSummary] = []  # with task="overflow_check": each step's findings
         # what every step dumped so far wrote: records, tensor files, bytes, seconds spent writing tensors
@@ -130,10 +132,14 @@ class Debugger:
         info = self._info(rank, model)
         writer.write_info(info)
         handles: list[HookHandles] = []
+        native: NativeDump | None = None
         try:
             if self.config.level in ("L1", "mix"):
+                native = self._native_dump()
+            if native is None and self.config.level in ("L1", "mix"):
                 handles += [h for h in hook().ts_install_api_hooks(recorder=recorder) if h is not None]
-            if model is not None:
+            if model is not None and native is None:
+                # a compiled network's kernels name their module by scope: no hooks in its graph
                 module_handles = hook().ts_install_module_hooks(model=model, recorder=recorder)
                 if module_handles is None:
                     raise TypeError(
@@ -145,7 +151,9 @@ class Debugger:
                 handle.remove()
             writer.close()
             raise
-        if not handles:
+        if native is not None and self.config.level == "mix":
+            log.warning("dump: graph mode records kernels only; cell records (mix, L0) need PyNative mode")
+        if not handles and native is None:
             log.warning("dump: no imported framework reports its API calls; nothing will be recorded")
         self.writer, self.recorder, self._handles = writer, recorder, handles
         self._started_info = info
@@ -169,11 +177,16 @@ class Debugger:
                 failure = failure or exc
         assert recorder is not None and writer is not None
         recorder.close_kernels()
+        if self._native is not None:
+            self._record_native(recorder)
         model, self._model = self._model, None
         if model is not None and self.config.level != "L1":
             self._parameter_gradients(model, recorder)
         # which framework's tensors the step recorded: dump_info's frameworks lists every one imported
-        writer.write_info({**self._started_info, "recorded_frameworks": recorder.frameworks})
+        info = {**self._started_info, "recorded_frameworks": recorder.frameworks}
+        if recorder.native_note:
+            info["native_dump"] = recorder.native_note
+        writer.write_info(info)
         writer.close()
         if isinstance(recorder, OverflowRecorder):
             recorder.write_summary()
@@ -201,6 +214,33 @@ class Debugger:
         )
         if failure is not None:
             raise failure
+
+    def _native_dump(self) -> NativeDump | None:
+        """Arm the framework's own kernel dump when the network runs compiled (once per debugger)."""
+        if self._native is None:
+            folder = os.path.join(self.config.dump_path, NATIVE_FOLDER)
+            self._native = hook().ts_native_dump(folder=folder, steps=list(self.config.step))
+        return self._native
+
+    def _record_native(self, recorder: DumpRecorder) -> None:
+        """Turn what the framework dumped during the step into records; say so when it wrote nothing."""
+        native = self._native
+        assert native is not None
+        try:
+            calls = native.collect()
+        except (OSError, ValueError) as exc:  # a damaged native dump: this step says so, training goes on
+            log.warning("dump: the framework's own dump in %s could not be read: %s", native.folder, exc)
+            recorder.native_note = f"not read: {exc}"
+            return
+        if not calls:
+            why = native.why_empty()
+            log.warning("dump of step %d: the framework's own dump wrote nothing: %s", recorder.step, why)
+            recorder.native_note = why
+            return
+        recorder.add_framework(native.framework)
+        written = record_kernels(recorder, calls)
+        native.discard(calls)
+        recorder.native_note = f"{written} kernel records from {native.folder}"
 
     @staticmethod
     def _parameter_gradients(model: object, recorder: DumpRecorder) -> None:

@@ -28,6 +28,7 @@ API_PREFIXES = (
     "Mint",
     "Primitive",
     "Jit",
+    "Kernel",  # a kernel of a compiled graph, from the framework's own dump (tscore.dump.native)
 )
 MODULE_PREFIX = "Module"
 _PREFIX_SET = frozenset(API_PREFIXES)

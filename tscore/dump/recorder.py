@@ -273,6 +273,7 @@ class DumpRecorder:
         self.busy = 0  # > 0 while the recorder itself runs framework code: backends report none of it
         self.stack_at_begin = True  # False: a subclass takes the stack itself, when it needs it
         self._kernels: list[Any] = []  # kernel-level dumps entered and not yet left
+        self.native_note = ""  # what the framework's own dump gave this step (dump_info.json)
 
     # ------------------------------------------------------------ switches
 
@@ -617,6 +618,35 @@ class DumpRecorder:
             del self._seen[key]
         live = set(self._seen)
         self._by_memory = {m: keys & live for m, keys in self._by_memory.items() if keys & live}
+
+    # ------------------------------------------------------------ kernels a framework dumped itself
+
+    def wants_kernel(self, name: CallName, module: str) -> bool:
+        """Whether a kernel call of a compiled step is recorded (the config's filters, as for an API call)."""
+        self.calls += 1
+        if not self.active or not self._direction_wanted(name.direction):
+            return False
+        return self._filter.wants(name)
+
+    def add_framework(self, name: str) -> None:
+        """Count ``name`` among the frameworks this step recorded (kernel records carry no tensor)."""
+        self._ops.frameworks.add(name)
+
+    def config_wants(self, direction: str, role: str) -> bool:
+        """Whether ``data_mode`` keeps the ``role`` ("input", "output") of ``direction`` calls."""
+        return not self.stack_only and self.config.wants(direction, role)
+
+    def emit_kernel(
+        self,
+        name: CallName,
+        module: str,
+        inputs: list[dict[str, Any]],
+        outputs: list[dict[str, Any]],
+        extra: Mapping[str, Any],
+    ) -> None:
+        """Write the record of one kernel call (:mod:`tscore.dump.native`): no stack, its graph's names."""
+        key = f"{module or OUTSIDE}#0/{name.prefix}.{name.api}#{name.index}"
+        self._emit(CallToken(name, key, module or OUTSIDE, None, []), name, inputs, outputs, extra)
 
     def _emit(
         self,

@@ -252,6 +252,16 @@ class MindSporeBackend(Backend):
 
         return read_print_file(path)
 
+    def native_dump(self, folder: str, steps: list[int]) -> Any:
+        """In graph mode, arm MindSpore's own kernel dump (:mod:`ts_mindspore.native_dump`); else None."""
+        import mindspore as ms
+
+        if ms.get_context("mode") != ms.GRAPH_MODE:
+            return None
+        from ts_mindspore.native_dump import MindSporeNativeDump
+
+        return MindSporeNativeDump(folder, steps)
+
     def current_rank(self) -> int | None:
         """Return MindSpore's rank once its communication is initialised (``init()``), else None."""
         helper = sys.modules.get("mindspore.communication._comm_helper")
