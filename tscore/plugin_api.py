@@ -27,6 +27,7 @@ conformance kit a backend runs is :mod:`tscore.testing.conformance`.
 
 from __future__ import annotations
 
+from tscore.array_stats import array_stats
 from tscore.backend import Backend
 from tscore.checkpoint.contents import CheckpointContents, CheckpointReadError
 from tscore.checkpoint.safe_pickle import UnsafePickleError, restricted_unpickle
@@ -72,6 +73,7 @@ __all__ = [
     "TscoreError",
     "UnsafePickleError",
     "UnsupportedObjectError",
+    "array_stats",
     "ValueTransform",
     "hook_layers",
     "hookimpl",

@@ -16,7 +16,6 @@ compare as any two dumps do.
 from __future__ import annotations
 
 import logging
-import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from tscore.array_stats import array_stats
 from tscore.dump.names import CallName, tensor_name
 from tscore.dump.writer import TENSORS_FOLDER
 
@@ -79,20 +79,6 @@ class NativeDump(Protocol):
         ...
 
 
-def _stats(array: np.ndarray) -> tuple[float | None, float | None, float | None, float | None]:
-    """Max, min, mean and L2 norm in float64; None for an empty tensor."""
-    if array.size == 0:
-        return None, None, None, None
-    values = array.astype(np.float64, copy=False)
-    with np.errstate(all="ignore"):
-        return (
-            float(values.max()),
-            float(values.min()),
-            float(values.mean()),
-            float(math.sqrt(float(np.sum(values * values)))),
-        )
-
-
 def _entry(recorder: DumpRecorder, name: str, tensor: KernelTensor) -> dict[str, Any] | None:
     """Describe one kernel tensor as the recorder describes a tensor; move its file when kept."""
     if recorder.config.filter_int and tensor.dtype in _INTEGER:
@@ -112,7 +98,7 @@ def _entry(recorder: DumpRecorder, name: str, tensor: KernelTensor) -> dict[str,
         "dtype": tensor.dtype,
         "shape": [int(d) for d in array.shape],
         "device": "graph",
-        "stats": _stats(array),
+        "stats": array_stats(array),
     }
     if recorder.config.task == "tensor":
         relative = f"{TENSORS_FOLDER}/{name}.npy"

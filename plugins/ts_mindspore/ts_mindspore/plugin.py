@@ -33,6 +33,7 @@ from tscore.plugin_api import (
     LayerInfo,
     ModuleRecorder,
     Runtime,
+    array_stats,
     read_package_json,
 )
 
@@ -198,14 +199,19 @@ class MindSporeBackend(Backend):
         return ApiCapture(recorder).install()
 
     def tensor_stats(self, tensor: Any) -> Any:
-        """Max, min, mean and L2 norm as four 0-d tensors, computed by MindSpore, outside autodiff.
+        """Max, min, mean and L2 norm: from host memory on CPU, else four 0-d tensors on the device.
 
-        Half and integer tensors are summarised in float32 (float64 for 64-bit integers), complex
-        ones by their magnitudes; the norm is ``sqrt(sum(x * x))``, since MindSpore's CPU build
-        lacks ``LinalgVectorNorm``.
+        On CPU the tensor is already in host memory: numpy summarises it (``array_stats``), which
+        costs a PyNative step far less than six more operators in MindSpore's pipeline (a dumped
+        encoder step went from 6.4x to 1.4x the plain one). On a device, MindSpore computes them
+        outside autodiff: half and integer tensors in float32 (float64 for 64-bit integers),
+        complex ones by their magnitudes; the norm is ``sqrt(sum(x * x))``, since MindSpore's CPU
+        build lacks ``LinalgVectorNorm``.
         """
         import mindspore as ms
 
+        if ms.get_context("device_target") == "CPU":
+            return array_stats(self.to_numpy(tensor, False))
         if tensor.size == 0:
             return None
         wide = (ms.float32, ms.float64)
@@ -219,11 +225,17 @@ class MindSporeBackend(Backend):
             return t.max(), t.min(), t.mean(), (t * t).sum().sqrt()
 
     def tensor_abs_max(self, tensor: Any) -> Any:
-        """Return the largest |x| as a 0-d MindSpore tensor (NaN and inf kept), or None when not floating."""
+        """Return the largest |x| (NaN, inf kept): a float on CPU, else a 0-d tensor; None: not floating."""
         import mindspore as ms
 
         if tensor.size == 0 or tensor.dtype not in (ms.float16, ms.bfloat16, ms.float32, ms.float64):
             return None
+        if ms.get_context("device_target") == "CPU":  # in host memory already: no operator launched
+            values = self.to_numpy(tensor, False).reshape(-1)
+            if values.dtype.itemsize < 4:
+                values = values.astype(np.float32)
+            with np.errstate(all="ignore"):
+                return float(np.max(np.abs(values)))  # NaN when one is there, inf when one is there
         with ms._no_grad():
             if tensor.dtype == ms.bfloat16:  # no bfloat16 Maximum on CPU; float32 holds its values exactly
                 tensor = tensor.astype(ms.float32)

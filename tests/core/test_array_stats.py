@@ -1,0 +1,41 @@
+"""array_stats: a host array summarised as a dump records it, for every dtype a backend hands over."""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from tscore.plugin_api import array_stats
+
+
+def float64_stats(values: np.ndarray) -> tuple[float, float, float, float]:
+    wide = values.astype(np.float64)
+    return wide.max(), wide.min(), wide.mean(), math.sqrt(float((wide * wide).sum()))
+
+
+@pytest.mark.parametrize(
+    "dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int32, np.int64, np.uint8, bool]
+)
+def test_every_dtype_gives_the_float64_statistics(dtype) -> None:
+    values = (np.random.default_rng(0).standard_normal((17, 5)) * 40).astype(dtype)
+    assert array_stats(values) == pytest.approx(float64_stats(values), rel=1e-5)
+
+
+def test_complex_values_are_summarised_by_their_magnitudes() -> None:
+    values = np.array([3 + 4j, -1j, 0], dtype=np.complex64)
+    assert array_stats(values) == pytest.approx((5.0, 0.0, 2.0, math.sqrt(26.0)))
+
+
+def test_nan_and_inf_are_kept_and_an_empty_array_has_none() -> None:
+    high, low, mean, norm = array_stats(np.array([1.0, np.nan, 2.0], dtype=np.float32))
+    assert math.isnan(high) and math.isnan(low) and math.isnan(mean) and math.isnan(norm)
+    assert array_stats(np.array([1.0, np.inf], dtype=np.float16))[0] == math.inf
+    assert array_stats(np.zeros((0, 3), np.float32)) is None
+
+
+def test_a_large_float32_norm_does_not_overflow() -> None:
+    values = np.full(4, 3e38, np.float32)  # the sum of squares overflows float32, the norm does not
+    assert array_stats(values)[3] == pytest.approx(6e38, rel=1e-6)
