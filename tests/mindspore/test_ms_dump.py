@@ -175,6 +175,20 @@ def test_backward_records_carry_the_gradients_into_each_call(tmp_path) -> None:
     assert "Tensor___mul___0_backward" in by_name
 
 
+def test_parameter_gradients_are_recorded_per_cell_at_l0(tmp_path) -> None:
+    values = train_step(ts.dump.Debugger(dump_path=str(tmp_path), level="L0", task="tensor"))
+    returned = dict(zip(["conv.weight", "conv.bias", "fc.weight", "fc.bias"], values[1:5], strict=True))
+    found = {r["name"]: r for r in records(tmp_path) if r["direction"] == "parameters_grad"}
+    assert set(found) == {"Module.conv.Conv2d.parameters_grad.0", "Module.fc.Dense.parameters_grad.0"}
+    for record in found.values():
+        cell = record["name"].split(".")[1]
+        for entry in record["outputs"]:
+            local = entry["name"].rpartition(".")[2]
+            kept = np.load(tmp_path / "step0" / "rank0" / entry["file"])
+            # what value_and_grad returned, bit for bit: the hook saw the same gradient
+            assert kept.tobytes() == returned[f"{cell}.{local}"].tobytes(), entry["name"]
+
+
 def test_nothing_is_left_installed_after_stop_or_after_an_exception(tmp_path) -> None:
     before = patched_objects()
     net = SmallCell()

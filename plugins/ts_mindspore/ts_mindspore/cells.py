@@ -8,6 +8,7 @@ is ``1 - momentum``), Dropout's ``p`` also when the cell was built with
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -208,13 +209,35 @@ def _pynative() -> Callable[[], None]:
     return lambda: ms.set_context(mode=mode)
 
 
+# the gradients each network's parameters received while its hooks were installed, by parameter name
+CAPTURED_GRADS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
 def install_cell_hooks(net: Any, recorder: ModuleRecorder) -> HookHandles:
-    """Call ``recorder.enter``/``leave`` around every cell call of ``net``, in PyNative mode."""
+    """Call ``recorder.enter``/``leave`` around every cell call of ``net``, in PyNative mode.
+
+    Each trainable parameter also gets a gradient hook: MindSpore keeps no ``.grad``, so the
+    gradients a step gives them are kept in :data:`CAPTURED_GRADS` for ``model_grads`` (the dump's
+    ``parameters_grad`` records at ``L0``/``mix``). All hooks go when the handles are removed.
+    """
     # MindSpore layers return new tensors: copying them after the run keeps PyNative asynchronous
     # (asnumpy in a hook waits for every queued kernel).
     handles = HookHandles(label=f"MindSpore cell hooks on {type(net).__name__}", defer_copies=True)
     handles.add(_pynative())
-    return hook_layers(net.cells_and_names(), recorder, handles)
+    hook_layers(net.cells_and_names(), recorder, handles)
+    captured: dict[str, Any] = {}
+    CAPTURED_GRADS[net] = captured
+    for name, param in net.parameters_and_names():
+        if param.requires_grad:
+            handles.add(param.register_hook(_keeper(captured, name)).remove)
+    return handles
+
+
+def _keeper(captured: dict[str, Any], name: str) -> Callable[[Any], None]:
+    def keep(grad: Any) -> None:  # returns None: the gradient flows on unchanged
+        captured[name] = grad
+
+    return keep
 
 
 def run_forward(

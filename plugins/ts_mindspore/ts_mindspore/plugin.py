@@ -148,9 +148,16 @@ class MindSporeBackend(Backend):
         """Name the gradients that ``grad``/``value_and_grad`` returned for ``model.trainable_params()``.
 
         Accepts the plain tuple of gradients or the ``(name, grad)`` pairs of
-        ``return_ids=True``. Keys are ``{name}_{index}``.
+        ``return_ids=True``. Keys are ``{name}_{index}``. With ``grads=None``, the gradients
+        the dump's parameter hooks caught (``install_module_hooks``), else an error.
         """
         if grads is None:
+            from ts_mindspore.cells import CAPTURED_GRADS
+
+            kept = CAPTURED_GRADS.pop(model, None)
+            if kept:  # what the dump's parameter hooks caught during the step
+                names = _trainable_names(model)
+                return {f"{name}_{index}": kept[name] for index, name in enumerate(names) if name in kept}
             raise ValueError(
                 "get_grads: MindSpore parameters do not keep their gradients; pass the gradients "
                 "that ms.grad/value_and_grad returned for net.trainable_params()"
