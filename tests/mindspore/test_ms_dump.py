@@ -212,6 +212,26 @@ def test_nothing_is_left_installed_after_stop_or_after_an_exception(tmp_path) ->
     assert ops.relu is ops_functional.relu and inspect.getmodule(ops.relu).__name__.startswith("mindspore")
 
 
+def test_a_function_the_user_replaced_between_dumps_is_the_one_put_back(tmp_path) -> None:
+    net = SmallCell()
+    x = Tensor(np.ones((1, 3, 6, 6), np.float32))
+    with ts.dump.Debugger(dump_path=str(tmp_path / "a")):
+        net(x)  # the first dump finds what to wrap
+    original = ops.relu
+
+    def users_relu(value: Tensor) -> Tensor:
+        return original(value)
+
+    ops.relu = users_relu
+    try:
+        with ts.dump.Debugger(dump_path=str(tmp_path / "b")):
+            assert ops.relu is not users_relu
+            net(x)
+        assert ops.relu is users_relu  # not the original the first dump wrapped
+    finally:
+        ops.relu = original
+
+
 def test_scope_and_list_filters(tmp_path) -> None:
     train_step(ts.dump.Debugger(dump_path=str(tmp_path / "list"), list=["Primitive_MatMul"]))
     assert set(names(tmp_path / "list")) == {"Primitive_MatMul_0_forward", "Primitive_MatMul_0_backward"}
