@@ -236,23 +236,8 @@ def main() -> None:
     env.pop("MINDSPORE_DUMP_CONFIG", None)
     results = graph_cases(args.steps, env) if args.graph else []
     for model, task, data_mode in [] if args.graph else CASES:
-        folder = tempfile.mkdtemp(prefix="ts_ms_dump_")
-        try:
-            out = subprocess.run(
-                [sys.executable, __file__, "--worker", model, task, str(args.steps), folder, data_mode],
-                capture_output=True,
-                text=True,
-                env=env,
-                check=True,
-            )
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-        row = {
-            "model": model,
-            "task": task,
-            "data_mode": data_mode,
-            **json.loads(out.stdout.strip().splitlines()[-1]),
-        }
+        found = _run_worker(["--worker", model, task, str(args.steps), "{folder}", data_mode], env)
+        row = {"model": model, "task": task, "data_mode": data_mode, **found}
         results.append(row)
         print(
             f"{model:8s} {task:10s} {data_mode:7s} plain {row['plain_ms']:7.1f} ms  "

@@ -236,8 +236,10 @@ class ApiCapture:
         """
         global _TARGETS
         count = sum(1 for _ in _primitive_classes(self._ms.ops.Primitive))
-        if _TARGETS is not None and _TARGETS[0] == count and all(
-            getattr(owner, name, None) is original for _, owner, name, original in _TARGETS[1]
+        if (
+            _TARGETS is not None
+            and _TARGETS[0] == count
+            and all(getattr(owner, name, None) is original for _, owner, name, original in _TARGETS[1])
         ):
             return _TARGETS[1]
         found = self.targets()
