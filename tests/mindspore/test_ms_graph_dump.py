@@ -67,6 +67,8 @@ def test_a_graph_mode_step_is_dumped_kernel_by_kernel_and_computes_the_same(runs
     assert any(r["direction"] == "backward" and r["api"] == "ReluGrad" for r in step0)
     first = step0[0]
     assert first["module"] == "network._backbone.0" and first["kernel"].endswith("0-Dense/MatMul-op0")
+    # its weight operand is named as the network's parameter, its activation is not
+    assert [e.get("parameter") for e in first["inputs"] if e["type"] == "tensor"][:2] == [None, "0.weight"]
     # every tensor's statistics are those of its file (task="tensor": MindSpore's file moved in)
     for entry in first["inputs"] + first["outputs"]:
         values = np.load(Path(folders[0]) / entry["file"]).astype(np.float64)
@@ -84,12 +86,11 @@ def test_two_graph_mode_dumps_compare_and_name_the_planted_kernel(runs, dumped) 
         str(planted / "dump" / "step0" / "rank0"), str(dumped / "dump" / "step0" / "rank0")
     )
     assert not report.passed
-    # the second Dense's MatMul is the first kernel that differs, through its weight operand (a kernel's
-    # inputs are not marked as parameters, so the verdict says its inputs already differ)
-    first = report.first_failure
-    assert (
-        first is not None and first.target_call == "Kernel_MatMul_1_forward" and first.status == "inherited"
-    )
+    # the second Dense's MatMul is the first kernel that differs, and through its weight: the graph
+    # MindSpore saved says which kernel inputs are the network's parameters
+    first = report.first_error
+    assert first is not None and first.target_call == "Kernel_MatMul_1_forward" and first.status == "weights"
+    assert "Kernel_MatMul_1_forward_input.1" in first.reason and "same weights" in first.reason
     assert "Kernel_MatMul_1_forward" in report.summary()
     same = compare_dumps(str(dumped / "dump" / "step1" / "rank0"), str(dumped / "dump" / "step1" / "rank0"))
     assert same.passed

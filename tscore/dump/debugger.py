@@ -135,7 +135,7 @@ class Debugger:
         native: NativeDump | None = None
         try:
             if self.config.level in ("L1", "mix"):
-                native = self._native_dump()
+                native = self._native_dump(model)
             if native is None and self.config.level in ("L1", "mix"):
                 handles += [h for h in hook().ts_install_api_hooks(recorder=recorder) if h is not None]
             if model is not None and native is None:
@@ -215,11 +215,11 @@ class Debugger:
         if failure is not None:
             raise failure
 
-    def _native_dump(self) -> NativeDump | None:
+    def _native_dump(self, model: object) -> NativeDump | None:
         """Arm the framework's own kernel dump when the network runs compiled (once per debugger)."""
         if self._native is None:
             folder = os.path.join(self.config.dump_path, NATIVE_FOLDER)
-            self._native = hook().ts_native_dump(folder=folder, steps=list(self.config.step))
+            self._native = hook().ts_native_dump(folder=folder, steps=list(self.config.step), model=model)
         return self._native
 
     def _record_native(self, recorder: DumpRecorder) -> None:

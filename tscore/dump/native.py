@@ -45,6 +45,7 @@ class KernelTensor:
     slot: int  # its position among the kernel's inputs (outputs)
     file: str  # the .npy file the framework wrote
     dtype: str  # the neutral dtype name ("float32", "bfloat16"): the file may hold a wider one
+    parameter: str | None = None  # the network's parameter this input is ("2.weight"), when it is one
 
 
 @dataclass
@@ -100,6 +101,8 @@ def _entry(recorder: DumpRecorder, name: str, tensor: KernelTensor) -> dict[str,
         "device": "graph",
         "stats": array_stats(array),
     }
+    if tensor.parameter is not None:  # the comparison judges a differing weight as such
+        entry["parameter"] = tensor.parameter
     if recorder.config.task == "tensor":
         relative = f"{TENSORS_FOLDER}/{name}.npy"
         target = os.path.join(recorder.writer.folder, relative)

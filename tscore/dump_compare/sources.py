@@ -229,6 +229,8 @@ def _split_entry_name(call: str, name: str) -> tuple[str, str]:
 def _tscore_item(call: str, entry: Mapping[str, Any], folder: str) -> Item:
     name = str(entry.get("name", ""))
     role, path = _split_entry_name(call, name)
+    if entry.get("parameter") and role == "input":  # a kernel's weight (tscore.dump.native): judged as one
+        path = f"parameters.{path}"
     if entry.get("type") != "tensor":
         return Item(role, path, name, is_tensor=False, dtype=str(entry.get("type")), value=entry.get("value"))
     stats = tuple(_number(entry.get(key)) for key in ("max", "min", "mean", "norm"))

@@ -129,6 +129,13 @@ def _parse_file(folder: str, name: str) -> _KernelFile | None:
     return _KernelFile(parts[0], scope, time, parts[-4], int(parts[-3]), dtype, os.path.join(folder, name))
 
 
+def _slot(slots: list[str | None] | None, file: _KernelFile) -> str | None:
+    """Return the parameter an input file holds, if the graph says it is one."""
+    if slots is None or file.role != "input" or file.slot >= len(slots):
+        return None
+    return slots[file.slot]
+
+
 def _module_of(full_name: str) -> str:
     """``Default/layer1-SequentialCell/0-Conv2d/Conv2D-op0`` -> ``layer1.0``: the cells of its scope."""
     parts = full_name.split("/")[:-1]
@@ -150,15 +157,55 @@ def _execution_order(rank_folder: str, graph: int) -> dict[str, tuple[int, str]]
     return names
 
 
+def _parameter_inputs(rank_folder: str, graph: int, names: set[str]) -> dict[str, list[str | None]]:
+    """Each kernel's inputs that are network parameters, by its file spelling, from the graph MindSpore saved.
+
+    The dump saves ``graphs/ms_output_trace_code_graph_{g}.pb``, the graph it ran: a kernel's
+    input is a parameter when it is one of ``names`` or a ``Load`` of one.
+    """
+    from ts_mindspore.ir_graph import read_ir_graph
+
+    nodes = read_ir_graph(os.path.join(rank_folder, "graphs", f"ms_output_trace_code_graph_{graph}.pb"))
+    if not nodes:
+        return {}
+    loads = {n.name: n.inputs[0].source for n in nodes if n.op_type == "Load" and n.inputs}
+    found: dict[str, list[str | None]] = {}
+    for node in nodes:
+        sources = [loads.get(i.source, i.source) for i in node.inputs]
+        slots = [source if source in names else None for source in sources]
+        if any(slots):
+            found[node.full_name.replace("/", "_")] = slots
+    return found
+
+
 class MindSporeNativeDump:
     """``ts_native_dump`` for MindSpore graph mode: arm once, collect each step's new iteration folders."""
 
     framework = "mindspore"
 
-    def __init__(self, folder: str, steps: list[int]) -> None:
-        """Arm MindSpore's dump (once per process) in ``folder``."""
+    def __init__(self, folder: str, steps: list[int], parameters: set[str] | None = None) -> None:
+        """Arm MindSpore's dump (once per process) in ``folder``.
+
+        :param parameters: the network's parameter names (``Parameter.name``), to say which kernel
+            inputs are parameters; None: none is said to be.
+        """
         self._armed = arm(folder, steps)
         self.folder = self._armed.path
+        self._parameters = parameters or set()
+        self._by_graph: dict[tuple[int, int], dict[str, list[str | None]]] = {}
+
+    def _parameter_slots(self, rank: int, graph: int) -> dict[str, list[str | None]]:
+        if not self._parameters:
+            return {}
+        key = (rank, graph)
+        if key not in self._by_graph:
+            folder = os.path.join(self.folder, f"rank_{rank}")
+            try:
+                self._by_graph[key] = _parameter_inputs(folder, graph, self._parameters)
+            except Exception as exc:  # an unreadable graph: the records are written without it
+                log.info("dump: graph %d's parameters not read from %s: %s", graph, folder, exc)
+                self._by_graph[key] = {}
+        return self._by_graph[key]
 
     def _iteration_folders(self) -> list[tuple[int, int, int, str]]:
         """Every ``(rank, graph, iteration, folder)`` MindSpore has written and tscore not yet read."""
@@ -184,6 +231,7 @@ class MindSporeNativeDump:
         for rank, graph, iteration, path in self._iteration_folders():
             self._armed.read.add(path)
             names = _execution_order(os.path.join(self.folder, f"rank_{rank}"), graph)
+            parameters = self._parameter_slots(rank, graph)
             by_kernel: dict[tuple[str, str], list[_KernelFile]] = {}
             for entry in os.listdir(path):
                 parsed = _parse_file(path, entry)
@@ -199,7 +247,10 @@ class MindSporeNativeDump:
                     direction="backward" if backward else "forward",
                     graph=graph,
                     iteration=iteration,
-                    tensors=[KernelTensor(f.role, f.slot, f.path, f.dtype) for f in files],
+                    tensors=[
+                        KernelTensor(f.role, f.slot, f.path, f.dtype, _slot(parameters.get(scope), f))
+                        for f in files
+                    ],
                 )
                 calls.append(((iteration, graph, place, min(f.time for f in files)), call))
         calls.sort(key=lambda item: item[0])

@@ -271,7 +271,7 @@ class MindSporeBackend(Backend):
 
         return read_print_file(path)
 
-    def native_dump(self, folder: str, steps: list[int]) -> Any:
+    def native_dump(self, folder: str, steps: list[int], model: object) -> Any:
         """In graph mode, arm MindSpore's own kernel dump (:mod:`ts_mindspore.native_dump`); else None."""
         import mindspore as ms
 
@@ -279,7 +279,10 @@ class MindSporeBackend(Backend):
             return None
         from ts_mindspore.native_dump import MindSporeNativeDump
 
-        return MindSporeNativeDump(folder, steps)
+        names = None
+        if isinstance(model, ms.nn.Cell):
+            names = {param.name for param in model.get_parameters()}
+        return MindSporeNativeDump(folder, steps, names)
 
     def current_rank(self) -> int | None:
         """Return MindSpore's rank once its communication is initialised (``init()``), else None."""
