@@ -7,6 +7,7 @@ case needs a fresh process. ``python graph_step.py CASE OUT [SCALE]``; the losse
 * ``plain``: two steps, no dump.
 * ``dump``: two steps dumped with ``task="tensor"`` into ``OUT/dump``.
 * ``late``: one plain step first (its graph compiles without a dump), then one dumped step.
+* ``gap``: a dumped step, a step run without the debugger, a dumped step.
 
 ``SCALE`` multiplies the second Dense's weight: a planted difference to be found.
 """
@@ -48,6 +49,16 @@ def main(case: str, out: Path, scale: float) -> None:
     if case == "late":
         losses.append(float(train(x, y).asnumpy()))
     debugger = ts.dump.Debugger(dump_path=str(out / "dump"), task="tensor", level="L1")
+    if case == "gap":  # a dumped step, one not dumped, a dumped step
+        for dumped in (True, False, True):
+            if dumped:
+                debugger.start(train)
+            losses.append(float(train(x, y).asnumpy()))
+            if dumped:
+                debugger.step()
+        debugger.close()
+        (out / "losses.json").write_text(json.dumps(losses))
+        return
     for _ in range(1 if case == "late" else 2):
         if case != "plain":
             debugger.start(train)

@@ -101,3 +101,11 @@ def test_a_graph_compiled_before_the_dump_is_said_not_silently_empty(tmp_path) -
     info = json.loads((tmp_path / "dump" / "step0" / "rank0" / "dump_info.json").read_text())
     assert "start the debugger before the first graph-mode call" in info["native_dump"]
     assert "wrote nothing" in stderr
+
+
+def test_a_step_run_between_two_dumped_steps_is_not_put_in_the_second(tmp_path) -> None:
+    run("gap", tmp_path)
+    first, second = (records(tmp_path / "dump" / f"step{k}" / "rank0") for k in (0, 1))
+    assert len(first) == len(second) > 0
+    assert {r["iteration"] for r in first} == {0} and {r["iteration"] for r in second} == {2}
+    assert not list((tmp_path / "dump" / "native_dump").rglob("*.npy"))  # the middle one removed too

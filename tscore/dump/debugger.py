@@ -136,6 +136,8 @@ class Debugger:
         try:
             if self.config.level in ("L1", "mix"):
                 native = self._native_dump(model)
+                if native is not None:
+                    native.begin_step()  # steps run between two dumped ones are not this step's
             if native is None and self.config.level in ("L1", "mix"):
                 handles += [h for h in hook().ts_install_api_hooks(recorder=recorder) if h is not None]
             if model is not None and native is None:

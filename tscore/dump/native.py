@@ -67,8 +67,12 @@ class NativeDump(Protocol):
     folder: str  # where the framework writes
     framework: str  # the framework whose dump it is: "mindspore"
 
+    def begin_step(self) -> None:
+        """Set aside what the framework wrote while no step was dumped: the next collect skips it."""
+        ...
+
     def collect(self) -> list[KernelCall]:
-        """Return the kernels the framework wrote since the last collect, in execution order."""
+        """Return the kernels the framework wrote since :meth:`begin_step`, in execution order."""
         ...
 
     def discard(self, calls: Iterable[KernelCall]) -> None:

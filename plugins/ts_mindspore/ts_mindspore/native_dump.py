@@ -225,8 +225,18 @@ class MindSporeNativeDump:
                         found.append((int(rank_dir[5:]), int(graph), int(iteration), path))
         return found
 
+    def begin_step(self) -> None:
+        """Set aside the iteration folders written while no step was dumped (removed if tscore's own)."""
+        skipped = self._iteration_folders()
+        for _, _, _, path in skipped:
+            self._armed.read.add(path)
+            if self._armed.own:
+                shutil.rmtree(path, ignore_errors=True)
+        if skipped:
+            log.info("dump: %d iteration(s) MindSpore wrote between dumped steps set aside", len(skipped))
+
     def collect(self) -> list[KernelCall]:
-        """Return the kernels of every iteration folder written since the last collect, in run order."""
+        """Return the kernels of every iteration folder written since :meth:`begin_step`, in run order."""
         calls: list[tuple[tuple[int, int, int, int], KernelCall]] = []
         for rank, graph, iteration, path in self._iteration_folders():
             self._armed.read.add(path)
