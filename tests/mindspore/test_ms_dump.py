@@ -161,7 +161,7 @@ def test_half_and_integer_tensors_get_statistics_and_bfloat16_files_are_exact(tm
     assert absolute["inputs"][0]["max"] == 5 and absolute["inputs"][0]["mean"] == pytest.approx(4 / 3)
 
 
-def test_backward_records_carry_the_gradients_into_each_call(tmp_path) -> None:
+def test_backward_records_carry_the_gradients_into_and_out_of_each_call(tmp_path) -> None:
     x = Tensor(np.array([1.0, -2.0, 3.0], np.float32))
 
     def loss(x: Tensor) -> Tensor:
@@ -173,6 +173,11 @@ def test_backward_records_carry_the_gradients_into_each_call(tmp_path) -> None:
     exp_backward = by_name["Functional_exp_0_backward"]["inputs"][0]
     assert exp_backward["shape"] == [3] and exp_backward["max"] == 3.0 and exp_backward["min"] == 3.0
     assert "Tensor___mul___0_backward" in by_name
+    # and the gradient the call sent back to its input: 3 * exp(x), through an ops.HookBackward identity
+    sent = by_name["Functional_exp_0_backward"]["outputs"][0]
+    assert sent["name"] == "Functional_exp_0_backward_output.0"
+    assert sent["max"] == pytest.approx(3 * np.exp(3.0), rel=1e-6)
+    assert sent["min"] == pytest.approx(3 * np.exp(-2.0), rel=1e-6)
 
 
 def test_parameter_gradients_are_recorded_per_cell_at_l0(tmp_path) -> None:

@@ -19,11 +19,14 @@ A call made inside a captured call is not recorded again (ptdbg's rule), nor
 is anything the recorder itself runs. :meth:`ApiCapture.remove` puts back
 every original object, checked by identity in the tests.
 
-Backward: each differentiable output of a dumped call gets a
-``Tensor.register_hook``; once every such output has received its gradient the
-call's backward record is written with them (the gradients into the call).
-The gradients the call passes on to its inputs are not reported: MindSpore
-offers no per-call hook for them without adding an operation to the graph.
+Backward, while autodiff records (``value_and_grad``): each differentiable
+output of a dumped call gets a ``Tensor.register_hook`` (the gradients into the
+call), and each floating tensor argument is passed through an
+``ops.HookBackward`` identity (the gradient the call sends back to it, as msprobe
+takes it). The record is written once all of them have arrived, or at removal
+with what did. Parameters, in-place calls and calls that return a view keep
+their arguments as given (a copy would be written into or viewed instead), so
+their positions read ``None``.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import logging
 import sys
 import weakref
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from tscore.plugin_api import HookHandles, StepStopped
@@ -180,6 +184,59 @@ def _primitive_classes(root: type) -> Iterator[type]:
         stack.extend(cls.__subclasses__())
 
 
+# calls that write into an argument, or return a view of it: their arguments are passed as they are
+IN_PLACE_OPERATORS = frozenset(
+    f"__i{op}__"
+    for op in (
+        "add",
+        "sub",
+        "mul",
+        "truediv",
+        "floordiv",
+        "mod",
+        "pow",
+        "and",
+        "or",
+        "xor",
+        "lshift",
+        "rshift",
+    )
+) | {"__setitem__", "__imatmul__"}
+IN_PLACE_PRIMITIVES = frozenset(
+    {"Assign", "AssignAdd", "AssignSub", "ScatterUpdate", "ScatterNdUpdate", "ScatterAdd", "ScatterNdAdd"}
+    | {"ScatterSub", "ScatterMul", "ScatterDiv", "ScatterMax", "ScatterMin", "Depend", "UpdateState", "Load"}
+)
+VIEWS = frozenset(
+    {"view", "view_as", "reshape", "expand", "expand_as", "broadcast_to", "narrow", "unsqueeze", "squeeze"}
+    | {"transpose", "permute", "t", "flatten", "as_strided", "__getitem__", "select", "unfold", "diagonal"}
+    | {"split", "chunk", "unbind", "tensor_split", "movedim", "swapaxes", "contiguous", "detach"}
+)
+
+
+@dataclass(eq=False)
+class _Backward:
+    """A dumped call's backward record in the making: the gradients into its outputs and out to its inputs."""
+
+    token: Any
+    out: list[Any]  # per positional argument: the gradient the call sent it (None: not hooked or not yet)
+    into: list[Any] = field(default_factory=list)  # per floating output: the gradient it received
+    left_into: int = 0
+    left_out: int = 0
+    written: bool = False
+
+
+def _executor() -> Any:
+    """MindSpore's PyNative executor, which knows whether autodiff is recording."""
+    try:
+        from mindspore.graph.api import _pynative_executor
+    except ImportError:  # before MindSpore 2.9
+        try:
+            from mindspore.common.api import _pynative_executor
+        except ImportError:
+            return None
+    return _pynative_executor
+
+
 class ApiCapture:
     """Report MindSpore API calls to a dump recorder while installed; every attribute restored on removal."""
 
@@ -193,6 +250,7 @@ class ApiCapture:
         self._patched: list[tuple[Any, str, Any, bool]] = []
         self._wrappers: dict[tuple[int, str], Callable[..., Any]] = {}
         self._hooks: list[Any] = []
+        self._pending: set[_Backward] = set()  # calls whose backward record waits for a gradient
         names = ("float16", "float32", "float64", "bfloat16", "complex64", "complex128")
         self._float_types = frozenset(getattr(self._ms, n) for n in names if hasattr(self._ms, n))
 
@@ -278,6 +336,7 @@ class ApiCapture:
                 setattr(owner, name, original)
             else:
                 delattr(owner, name)
+        self.flush_backward()
         hooks, self._hooks = self._hooks, []
         for handle in hooks:
             handle.remove()
@@ -336,11 +395,15 @@ class ApiCapture:
         self._busy += 1
         try:
             token = self._recorder.begin(prefix, api, args, kwargs)
+            state = None
+            if token is not None and self._recorder.backward_wanted and self._recording_grads():
+                state = _Backward(token, [None] * len(args))
+                args = self._hook_inputs(state, prefix, api, args)
             output = run(*args, **kwargs)
             if token is not None:
                 self._recorder.end(token, output)
-                if self._recorder.backward_wanted:
-                    self._hook_backward(token, output)
+                if state is not None:
+                    self._hook_backward(state, output)
             return output
         except StepStopped:  # the cells this unwinds would leave their float16 switched on
             from ts_mindspore.mixed_precision import open_mixed_precision_cells, pop_mixed_precision
@@ -350,37 +413,92 @@ class ApiCapture:
         finally:
             self._busy -= 1
 
-    def _hook_backward(self, token: Any, output: Any) -> None:
-        """Have the gradients into the call's differentiable outputs written as its backward record."""
+    def _recording_grads(self) -> bool:
+        """Say whether autodiff records this call (inside ``value_and_grad``): only then has it a backward."""
+        executor = _executor()
+        return executor is not None and bool(executor.grad_flag())
+
+    def _hook_inputs(self, state: _Backward, prefix: str, api: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Pass each floating tensor argument through ``ops.HookBackward``: what the call sends it comes back.
+
+        The identity changes no value. Parameters and in-place calls keep their arguments: the
+        call must write into the tensor it was given, not into a copy.
+        """
+        in_place = prefix == "Tensor" and (
+            (api.endswith("_") and not api.endswith("__")) or api in IN_PLACE_OPERATORS
+        )
+        if in_place or api in IN_PLACE_PRIMITIVES or api.startswith("Inplace") or api.lower() in VIEWS:
+            return args
+        ms = self._ms
+        hooked = list(args)
+        for position, value in enumerate(args):
+            if (
+                isinstance(value, ms.Tensor)
+                and not isinstance(value, ms.Parameter)
+                and value.dtype in self._float_types
+            ):
+                state.left_out += 1
+                hooked[position] = ms.ops.HookBackward(self._receiver(state, position, "out"))(value)
+        return tuple(hooked)
+
+    def _receiver(self, state: _Backward, position: int, side: str) -> Callable[[Any], None]:
+        """Return a gradient hook that files ``grad`` in ``state`` and writes the record once it is whole."""
+        capture = weakref.ref(self)
+
+        def on_grad(grad: Any) -> None:
+            owner = capture()
+            if owner is None or not owner._installed:
+                return None
+            if isinstance(grad, tuple) and len(grad) == 1:  # HookBackward hands a 1-tuple
+                grad = grad[0]
+            into = side == "into"
+            grads = state.into if into else state.out
+            if grads[position] is not None:
+                return None
+            grads[position] = grad
+            if into:
+                state.left_into -= 1
+            else:
+                state.left_out -= 1
+            if state.left_into == 0 and state.left_out == 0:
+                owner._write_backward(state)
+            return None  # the gradient goes on unchanged
+
+        return on_grad
+
+    def _write_backward(self, state: _Backward) -> None:
+        if state.written:
+            return
+        state.written = True
+        self._pending.discard(state)
+        self._busy += 1
+        try:
+            self._recorder.backward(state.token, tuple(state.into), tuple(state.out))
+        except Exception:  # a dump never stops training: say so and go on
+            log.exception("dump: the backward record of %s failed", state.token.name.ptdbg)
+        finally:
+            self._busy -= 1
+
+    def _hook_backward(self, state: _Backward, output: Any) -> None:
+        """Have the gradients into the call's outputs and out to its inputs written as its backward record."""
         tensor = self._ms.Tensor
         outputs = output if isinstance(output, (tuple, list)) else (output,)
         wanted = [t for t in outputs if isinstance(t, tensor) and t.dtype in self._float_types]
         if not wanted:
             return
-        grads: list[Any] = [None] * len(wanted)
-        left = [len(wanted)]
-        capture = weakref.ref(self)
-
-        def receiver(position: int) -> Callable[[Any], None]:
-            def on_grad(grad: Any) -> None:
-                owner = capture()
-                if owner is None or not owner._installed or grads[position] is not None:
-                    return
-                grads[position] = grad
-                left[0] -= 1
-                if left[0] == 0:
-                    owner._busy += 1
-                    try:
-                        owner._recorder.backward(token, tuple(grads), ())
-                    except Exception:  # a dump never stops training: say so and go on
-                        log.exception("dump: the backward record of %s failed", token.name.ptdbg)
-                    finally:
-                        owner._busy -= 1
-
-            return on_grad
-
+        state.into = [None] * len(wanted)
+        state.left_into = len(wanted)
+        self._pending.add(state)
         for position, value in enumerate(wanted):
             try:
-                self._hooks.append(value.register_hook(receiver(position)))
+                self._hooks.append(value.register_hook(self._receiver(state, position, "into")))
             except RuntimeError:  # a tensor that takes no hook (no gradient flows through it)
+                self._pending.discard(state)
                 return
+
+    def flush_backward(self) -> None:
+        """Write the backward records whose outputs got their gradients but some input never did."""
+        for state in list(self._pending):
+            if state.left_into == 0:
+                self._write_backward(state)
+        self._pending.clear()
