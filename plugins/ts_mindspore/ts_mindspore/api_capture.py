@@ -398,7 +398,8 @@ class ApiCapture:
             state = None
             if token is not None and self._recorder.backward_wanted and self._recording_grads():
                 state = _Backward(token, [None] * len(args))
-                args = self._hook_inputs(state, prefix, api, args)
+                if self._recorder.config_wants("backward", "output"):  # data_mode keeps what it sends back
+                    args = self._hook_inputs(state, prefix, api, args)
             output = run(*args, **kwargs)
             if token is not None:
                 self._recorder.end(token, output)
