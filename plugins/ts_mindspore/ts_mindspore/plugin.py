@@ -88,12 +88,20 @@ class MindSporeBackend(Backend):
         """``mindspore.nn.Cell``."""
         return (sys.modules["mindspore"].nn.Cell,)
 
+    _target: str | None = None  # the device target read when the API capture was installed
+
+    def _device_target(self) -> str:
+        """Return the device target; while a dump runs, as read at its start (get_context: 25 us a call)."""
+        if self._target is not None:
+            return self._target
+        return str(sys.modules["mindspore"].get_context("device_target"))
+
     def tensor_device(self, tensor: Any) -> str:
         """Return the context's device target (``CPU``, ``Ascend``), where MindSpore runs every tensor.
 
         Not ``Tensor.device``: in PyNative it waits for every queued kernel (2 ms a call in a dump).
         """
-        return str(sys.modules["mindspore"].get_context("device_target"))
+        return self._device_target()
 
     def model_device(self, model: Any) -> str:
         """Return the context's device target: MindSpore places a whole network on it."""
@@ -203,7 +211,13 @@ class MindSporeBackend(Backend):
             return HookHandles([], label="MindSpore API capture (graph mode: none)")
         from ts_mindspore.api_capture import ApiCapture
 
-        return ApiCapture(recorder).install()
+        handles = ApiCapture(recorder).install()
+        self._target = str(ms.get_context("device_target"))
+        handles.add(self._forget_target)
+        return handles
+
+    def _forget_target(self) -> None:
+        self._target = None
 
     def tensor_stats(self, tensor: Any) -> Any:
         """Max, min, mean and L2 norm: from host memory on CPU, else four 0-d tensors on the device.
@@ -217,7 +231,7 @@ class MindSporeBackend(Backend):
         """
         import mindspore as ms
 
-        if ms.get_context("device_target") == "CPU":
+        if self._device_target() == "CPU":
             return array_stats(self.to_numpy(tensor, False))
         if tensor.size == 0:
             return None
@@ -237,7 +251,7 @@ class MindSporeBackend(Backend):
 
         if tensor.size == 0 or tensor.dtype not in (ms.float16, ms.bfloat16, ms.float32, ms.float64):
             return None
-        if ms.get_context("device_target") == "CPU":  # in host memory already: no operator launched
+        if self._device_target() == "CPU":  # in host memory already: no operator launched
             values = self.to_numpy(tensor, False).reshape(-1)
             if values.dtype.itemsize < 4:
                 values = values.astype(np.float32)
