@@ -576,3 +576,23 @@ def test_inf_and_nan_statistics_are_strict_json_and_read_back_as_floats(tmp_path
     assert torch.isnan(y)[1]  # nan propagates into every statistic
     clamp = next(r for r in records(folder) if r["api"] == "clamp")
     assert next(e for e in clamp["inputs"] if e["name"].endswith("max"))["value"] == float("inf")
+
+
+def test_every_step_writes_the_stacks_its_records_name(tmp_path) -> None:
+    """Stacks are worked out once per debugger, but each step's stack.jsonl holds all it refers to."""
+    net = nn.Sequential(nn.Linear(4, 3), nn.ReLU())
+    debugger = ts.dump.Debugger(dump_path=str(tmp_path), task="statistics")
+    for _ in range(2):
+        debugger.start(net)
+        net(torch.ones(2, 4)).sum().backward()
+        debugger.step()
+    debugger.close()
+    per_step = []
+    for step in (0, 1):
+        folder = tmp_path / f"step{step}" / "rank0"
+        stacks = {s["id"]: s["stack"] for s in read_lines(str(folder / "stack.jsonl"))}
+        named = {r["stack"] for r in records(folder) if r["stack"] is not None}
+        assert named and named <= set(stacks), step
+        assert any("test_every_step_writes_the_stacks" in line for s in stacks.values() for line in s)
+        per_step.append(stacks)
+    assert per_step[0] == per_step[1]  # the same calls, the same stacks, in both steps' files

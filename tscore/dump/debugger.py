@@ -76,6 +76,7 @@ class Debugger:
         self._thread: WriterThread | None = None  # one writing thread for every step of this debugger
         self._started_info: dict[str, Any] = {}  # dump_info.json as start() wrote it
         self._native: NativeDump | None = None  # the framework's own dump, for a compiled network
+        self._stack_cache: dict[Any, Any] = {}  # stacks worked out, shared by every step's recorder
         self.folders: list[str] = []
         self.overflows: list[OverflowSummary] = []  # with task="overflow_check": each step's findings
         # what every step dumped so far wrote: records, tensor files, bytes, seconds spent writing tensors
@@ -129,6 +130,7 @@ class Debugger:
             return
         kind = OverflowRecorder if self.config.task == "overflow_check" else DumpRecorder
         recorder = kind(self.config, writer, step=self.current_step, rank=rank)
+        recorder.stack_cache = self._stack_cache
         info = self._info(rank, model)
         writer.write_info(info)
         handles: list[HookHandles] = []

@@ -57,6 +57,7 @@ _INTEGER_DTYPES = frozenset(
     {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
 )
 _MISSING = object()
+_STACK_CACHE_LIMIT = 100_000  # distinct stacks kept across steps, at most
 _PRUNE_AT = 4096  # entries before the dead ones are swept
 
 
@@ -274,6 +275,9 @@ class DumpRecorder:
         self.stack_at_begin = True  # False: a subclass takes the stack itself, when it needs it
         self._kernels: list[Any] = []  # kernel-level dumps entered and not yet left
         self.native_note = ""  # what the framework's own dump gave this step (dump_info.json)
+        # stacks worked out (frames shown, their lines), by frame codes and lines: a debugger hands
+        # the same dict to every step's recorder, so a step does not work out its stacks again
+        self.stack_cache: dict[tuple[tuple[int, int], ...], Any] = {}
 
     # ------------------------------------------------------------ switches
 
@@ -470,31 +474,39 @@ class DumpRecorder:
         known = self._stack_ids.get(key)
         if known is not None:
             return known[0]
-        frames = []
-        frame = sys._getframe(depth)
-        while frame is not None:
-            module = str(frame.f_globals.get("__name__", ""))
-            if module.partition(".")[0] not in _INTERNAL_PACKAGES and not module.startswith("torch"):
-                frames.append((frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
-            frame = frame.f_back
-        shown = tuple(frames)
+        worked_out = self.stack_cache.get(key)  # the same stack in an earlier step of this debugger
+        if worked_out is None:
+            worked_out = self._work_out_stack(depth + 1)
+            if len(self.stack_cache) >= _STACK_CACHE_LIMIT:
+                self.stack_cache.clear()
+            self.stack_cache[key] = worked_out
+        shown, lines, codes = worked_out
         found = self._stacks.get(shown)
         if found is None:
             found = len(self._stacks)
             self._stacks[shown] = found
-            lines = [
-                f"File {f}, line {n}, in {name}\n  {linecache.getline(f, n).strip()}"
-                for f, n, name in reversed(frames)
-            ]
             self.writer.submit_record({"id": found, "stack": lines}, STACKS_FILE)
             self.stack_lines[found] = lines
+        self._stack_ids[key] = (found, codes)  # the codes held, so that no id is reused
+        return found
+
+    @staticmethod
+    def _work_out_stack(depth: int) -> tuple[tuple[Any, ...], list[str], tuple[Any, ...]]:
+        """Return the frames users read (without tscore's and the framework's), their lines, every code."""
+        frames = []
         codes = []
-        frame = sys._getframe(depth)
+        frame: Any = sys._getframe(depth)
         while frame is not None:
             codes.append(frame.f_code)
+            module = str(frame.f_globals.get("__name__", ""))
+            if module.partition(".")[0] not in _INTERNAL_PACKAGES and not module.startswith("torch"):
+                frames.append((frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
             frame = frame.f_back
-        self._stack_ids[key] = (found, tuple(codes))  # the codes held, so that no id is reused
-        return found
+        lines = [
+            f"File {f}, line {n}, in {name}\n  {linecache.getline(f, n).strip()}"
+            for f, n, name in reversed(frames)
+        ]
+        return tuple(frames), lines, tuple(codes)
 
     def _arguments(
         self, call: str, side: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]
