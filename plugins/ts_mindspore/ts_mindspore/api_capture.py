@@ -121,28 +121,26 @@ NOT_COMPUTING = frozenset(
 NOT_COMPUTING_PRIMITIVES = frozenset(
     {"Shape", "TensorShape", "DType", "Rank", "Size", "ProxyOp", "Depend", "UpdateState", "Load", "Identity"}
 )
+# Tensor's arithmetic operators by their base names: __add__, __radd__ and the in-place __iadd__
+ARITHMETIC = (
+    "add",
+    "sub",
+    "mul",
+    "truediv",
+    "floordiv",
+    "mod",
+    "pow",
+    "matmul",
+    "and",
+    "or",
+    "xor",
+    "lshift",
+    "rshift",
+)
 # operators of Tensor that compute (comparisons included, as ptdbg and msprobe dump them)
 OPERATORS = frozenset(
     {
-        *(
-            f"__{op}__"
-            for base in (
-                "add",
-                "sub",
-                "mul",
-                "truediv",
-                "floordiv",
-                "mod",
-                "pow",
-                "matmul",
-                "and",
-                "or",
-                "xor",
-                "lshift",
-                "rshift",
-            )
-            for op in (base, f"r{base}", f"i{base}")
-        ),
+        *(f"__{op}__" for base in ARITHMETIC for op in (base, f"r{base}", f"i{base}")),
         "__neg__",
         "__pos__",
         "__abs__",
@@ -185,23 +183,7 @@ def _primitive_classes(root: type) -> Iterator[type]:
 
 
 # calls that write into an argument, or return a view of it: their arguments are passed as they are
-IN_PLACE_OPERATORS = frozenset(
-    f"__i{op}__"
-    for op in (
-        "add",
-        "sub",
-        "mul",
-        "truediv",
-        "floordiv",
-        "mod",
-        "pow",
-        "and",
-        "or",
-        "xor",
-        "lshift",
-        "rshift",
-    )
-) | {"__setitem__", "__imatmul__"}
+IN_PLACE_OPERATORS = frozenset(f"__i{base}__" for base in ARITHMETIC) | {"__setitem__"}
 IN_PLACE_PRIMITIVES = frozenset(
     {"Assign", "AssignAdd", "AssignSub", "ScatterUpdate", "ScatterNdUpdate", "ScatterAdd", "ScatterNdAdd"}
     | {"ScatterSub", "ScatterMul", "ScatterDiv", "ScatterMax", "ScatterMin", "Depend", "UpdateState", "Load"}
