@@ -22,17 +22,19 @@ def array_stats(array: np.ndarray) -> Stats | None:
 
     Max and min are taken in the array's own dtype, the mean and the norm in float64 (the
     norm a chunk at a time, so float32 squares never overflow and no float64 copy of the whole
-    array is made); 16-bit floats (``ml_dtypes`` bfloat16 included) and integers are widened
-    first; complex arrays are summarised by their magnitudes, as the torch backend does. NaN
-    and inf come back as they are.
+    array is made); 16-bit floats (``ml_dtypes`` bfloat16 included) are widened to float32 and
+    integers to float64 first; complex arrays are summarised by their magnitudes, as the torch
+    backend does. NaN and inf come back as they are.
     """
     if array.size == 0:
         return None
     values = np.asarray(array)
     if values.dtype.kind == "c":
         values = np.abs(values)
-    elif values.dtype.kind != "f" or values.dtype.itemsize < 4:
-        values = values.astype(np.float64 if values.dtype.itemsize >= 8 else np.float32)
+    elif values.dtype.kind != "f":  # integers and bools: float64 holds every int32 exactly
+        values = values.astype(np.float64)
+    elif values.dtype.itemsize < 4:  # float16, bfloat16: float32 holds them exactly
+        values = values.astype(np.float32)
     flat = values.reshape(-1)
     with np.errstate(all="ignore"):
         high, low = float(flat.max()), float(flat.min())

@@ -39,3 +39,8 @@ def test_nan_and_inf_are_kept_and_an_empty_array_has_none() -> None:
 def test_a_large_float32_norm_does_not_overflow() -> None:
     values = np.full(4, 3e38, np.float32)  # the sum of squares overflows float32, the norm does not
     assert array_stats(values)[3] == pytest.approx(6e38, rel=1e-6)
+
+
+def test_integers_keep_every_digit() -> None:
+    values = np.array([16_777_217, 1], dtype=np.int32)  # 2**24 + 1: float32 would round it
+    assert array_stats(values)[:3] == (16_777_217.0, 1.0, 8_388_609.0)

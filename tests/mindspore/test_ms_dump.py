@@ -266,3 +266,15 @@ def test_the_ptdbg_functions_take_a_cell(tmp_path, in_tmp) -> None:
     set_dump_switch("OFF")
     assert names(tmp_path / "cell") == ["Functional_relu_0_forward", "Primitive_MatMul_0_forward"]
     assert (tmp_path / "cell" / "step0" / "rank0" / "npu_dump.pkl").exists()
+
+
+def test_at_l1_no_parameter_is_hooked_and_no_gradient_is_kept(tmp_path) -> None:
+    from ts_mindspore.cells import CAPTURED_GRADS
+
+    net = SmallCell()
+    debugger = ts.dump.Debugger(dump_path=str(tmp_path), level="L1")
+    debugger.start(net)
+    grad_fn = ms.value_and_grad(lambda x: net(x).sum(), None, net.trainable_params())
+    grad_fn(Tensor(np.ones((1, 3, 6, 6), np.float32)))
+    debugger.stop()
+    assert net not in CAPTURED_GRADS  # nothing hooked, nothing held after stop()

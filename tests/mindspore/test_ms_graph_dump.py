@@ -109,3 +109,23 @@ def test_a_step_run_between_two_dumped_steps_is_not_put_in_the_second(tmp_path) 
     assert len(first) == len(second) > 0
     assert {r["iteration"] for r in first} == {0} and {r["iteration"] for r in second} == {2}
     assert not list((tmp_path / "dump" / "native_dump").rglob("*.npy"))  # the middle one removed too
+
+
+def test_only_the_steps_asked_for_are_dumped_though_the_dump_is_armed_at_the_first(tmp_path) -> None:
+    losses, _ = run("step1", tmp_path)
+    assert len(losses) == 2 and not (tmp_path / "dump" / "step0").exists()
+    second = records(tmp_path / "dump" / "step1" / "rank0")
+    assert second and {r["iteration"] for r in second} == {1}
+
+
+def test_kernels_whose_names_are_too_long_for_a_file_are_read_through_mindspores_mapping(tmp_path) -> None:
+    run("deep", tmp_path)
+    got = records(tmp_path / "dump" / "step0" / "rank0")
+    matmul = next(r for r in got if r["call"] == "Kernel.MatMul.0.forward")
+    assert matmul["module"].endswith("a_rather_long_attribute_name_for_a_sub_cell") and matmul["outputs"]
+
+
+def test_the_overflow_check_is_refused_in_graph_mode_with_what_to_do(tmp_path) -> None:
+    run("overflow", tmp_path)
+    message = (tmp_path / "error.txt").read_text()
+    assert "PyNative" in message and "graph mode" in message

@@ -115,6 +115,16 @@ class Debugger:
                 "a kernel-level (ACL) dump needs an Ascend NPU: torch_npu imported and the ts_npu plugin "
                 "installed; on this device dump the same calls without acl_config"
             )
+        if self.config.level in ("L1", "mix"):
+            # a compiled network's framework dump is armed at the first start, dumped step or not:
+            # the framework may read its configuration only once, before its first graph
+            armed = self._native_dump(model)
+            if armed is not None and self.config.task == "overflow_check":
+                raise DumpConfigError(
+                    f"task='overflow_check' needs every API call, which a compiled network "
+                    f"({armed.framework} graph mode) does not show: run the step in PyNative mode for "
+                    "the overflow check, or dump the kernels with task='statistics' and look for inf and NaN"
+                )
         if (self.config.step and self.current_step not in self.config.step) or (
             self.config.rank and rank not in self.config.rank
         ):
@@ -242,7 +252,12 @@ class Debugger:
             recorder.native_note = why
             return
         recorder.add_framework(native.framework)
-        written = record_kernels(recorder, calls)
+        try:
+            written = record_kernels(recorder, calls, move=native.owned)
+        except OSError as exc:  # a full disk, a folder gone: the step says so, the training goes on
+            log.warning("dump of step %d: kernel records not written: %s", recorder.step, exc)
+            recorder.native_note = f"kernel records not written: {exc}"
+            return
         native.discard(calls)
         recorder.native_note = f"{written} kernel records from {native.folder}"
 
@@ -272,6 +287,8 @@ class Debugger:
     def close(self) -> None:
         """Stop dumping and end the writing thread (it also ends with the debugger or the process)."""
         self.stop()
+        if self._native is not None:
+            self._native.close()
         if self._thread is not None:
             self._thread.shutdown()
             self._thread = None

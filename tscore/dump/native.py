@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -66,6 +68,7 @@ class NativeDump(Protocol):
 
     folder: str  # where the framework writes
     framework: str  # the framework whose dump it is: "mindspore"
+    owned: bool  # tscore configured it: its files may be moved or removed (a user's stay where they are)
 
     def begin_step(self) -> None:
         """Set aside what the framework wrote while no step was dumped: the next collect skips it."""
@@ -83,9 +86,13 @@ class NativeDump(Protocol):
         """Say why a step wrote nothing, in a sentence the user can act on."""
         ...
 
+    def close(self) -> None:
+        """Remove what was written and not read (the debugger is closed); say what goes on being written."""
+        ...
 
-def _entry(recorder: DumpRecorder, name: str, tensor: KernelTensor) -> dict[str, Any] | None:
-    """Describe one kernel tensor as the recorder describes a tensor; move its file when kept."""
+
+def _entry(recorder: DumpRecorder, name: str, tensor: KernelTensor, move: bool) -> dict[str, Any] | None:
+    """Describe one kernel tensor as the recorder describes a tensor; move (else copy) its file when kept."""
     if recorder.config.filter_int and tensor.dtype in _INTEGER:
         return None
     try:
@@ -107,19 +114,26 @@ def _entry(recorder: DumpRecorder, name: str, tensor: KernelTensor) -> dict[str,
     }
     if tensor.parameter is not None:  # the comparison judges a differing weight as such
         entry["parameter"] = tensor.parameter
+    if recorder.md5:
+        entry["md5"] = f"{zlib.crc32(np.ascontiguousarray(array).tobytes()):08x}"
     if recorder.config.task == "tensor":
         relative = f"{TENSORS_FOLDER}/{name}.npy"
         target = os.path.join(recorder.writer.folder, relative)
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        os.replace(tensor.file, target)  # the framework's file, already an .npy: moved, not copied
+        if move:  # the framework's file, already an .npy, in tscore's own folder: moved
+            shutil.move(tensor.file, target)
+        else:  # the user's own dump: theirs to keep
+            shutil.copyfile(tensor.file, target)
         entry["file"] = relative
     return entry
 
 
-def record_kernels(recorder: DumpRecorder, calls: Iterable[KernelCall]) -> int:
+def record_kernels(recorder: DumpRecorder, calls: Iterable[KernelCall], move: bool = True) -> int:
     """Write one record per kernel call, through ``recorder``'s filters and writer; return how many.
 
     Kernels are numbered per type and direction in execution order, as API calls are.
+
+    :param move: move the framework's files into ``tensors/`` (``task="tensor"``); else copy them.
     """
     counts: dict[tuple[str, str], int] = {}
     written = 0
@@ -134,7 +148,7 @@ def record_kernels(recorder: DumpRecorder, calls: Iterable[KernelCall]) -> int:
         for tensor in sorted(call.tensors, key=lambda t: (t.role, t.slot)):
             if not recorder.config_wants(call.direction, tensor.role):
                 continue
-            entry = _entry(recorder, tensor_name(name.ptdbg, tensor.role, (str(tensor.slot),)), tensor)
+            entry = _entry(recorder, tensor_name(name.ptdbg, tensor.role, (str(tensor.slot),)), tensor, move)
             if entry is not None:
                 sides[tensor.role].append(entry)
         recorder.emit_kernel(

@@ -287,6 +287,11 @@ class DumpRecorder:
         return sorted(self._ops.frameworks)
 
     @property
+    def wants_parameter_gradients(self) -> bool:
+        """Whether ``parameters_grad`` records are written (``L0``, ``mix``): hook parameters only then."""
+        return self.config.level != "L1"
+
+    @property
     def backward_wanted(self) -> bool:
         """Whether any backward record may be written (backends skip their backward hooks otherwise)."""
         return self._direction_wanted("backward")

@@ -376,12 +376,14 @@ class ApiCapture:
         """Run one top-level API call, telling the recorder before and after."""
         self._busy += 1
         try:
+            if self._pending:  # a forward call after a backward: what had not come by then never will
+                self.flush_backward()
             token = self._recorder.begin(prefix, api, args, kwargs)
             state = None
             if token is not None and self._recorder.backward_wanted and self._recording_grads():
                 state = _Backward(token, [None] * len(args))
                 if self._recorder.config_wants("backward", "output"):  # data_mode keeps what it sends back
-                    args = self._hook_inputs(state, prefix, api, args)
+                    args = self._hook_inputs(state, prefix, api, args, kwargs)
             output = run(*args, **kwargs)
             if token is not None:
                 self._recorder.end(token, output)
@@ -401,16 +403,23 @@ class ApiCapture:
         executor = _executor()
         return executor is not None and bool(executor.grad_flag())
 
-    def _hook_inputs(self, state: _Backward, prefix: str, api: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    def _hook_inputs(
+        self, state: _Backward, prefix: str, api: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[Any, ...]:
         """Pass each floating tensor argument through ``ops.HookBackward``: what the call sends it comes back.
 
         The identity changes no value. Parameters and in-place calls keep their arguments: the
         call must write into the tensor it was given, not into a copy.
         """
-        in_place = prefix == "Tensor" and (
-            (api.endswith("_") and not api.endswith("__")) or api in IN_PLACE_OPERATORS
+        name = api.lower()
+        in_place = (
+            (api.endswith("_") and not api.endswith("__"))  # relu_, add_, clamp_: any prefix
+            or api in IN_PLACE_OPERATORS
+            or api in IN_PLACE_PRIMITIVES
+            or name.startswith("inplace")
+            or bool(kwargs.get("inplace"))
         )
-        if in_place or api in IN_PLACE_PRIMITIVES or api.startswith("Inplace") or api.lower() in VIEWS:
+        if in_place or name in VIEWS:
             return args
         ms = self._ms
         hooked = list(args)

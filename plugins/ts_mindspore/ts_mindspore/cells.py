@@ -225,6 +225,8 @@ def install_cell_hooks(net: Any, recorder: ModuleRecorder) -> HookHandles:
     handles = HookHandles(label=f"MindSpore cell hooks on {type(net).__name__}", defer_copies=True)
     handles.add(_pynative())
     hook_layers(net.cells_and_names(), recorder, handles)
+    if not getattr(recorder, "wants_parameter_gradients", True):
+        return handles
     captured: dict[str, Any] = {}
     CAPTURED_GRADS[net] = captured
     for name, param in net.parameters_and_names():
@@ -235,7 +237,8 @@ def install_cell_hooks(net: Any, recorder: ModuleRecorder) -> HookHandles:
 
 def _keeper(captured: dict[str, Any], name: str) -> Callable[[Any], None]:
     def keep(grad: Any) -> None:  # returns None: the gradient flows on unchanged
-        captured[name] = grad
+        # two backward passes in one step add up, as torch's .grad does
+        captured[name] = grad if name not in captured else captured[name] + grad
 
     return keep
 

@@ -24,7 +24,7 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from tscore.plugin_api import KernelCall, KernelTensor, neutral_dtype
@@ -55,7 +55,9 @@ def _config(path: str, steps: list[int]) -> dict[str, object]:
             "dump_mode": 0,
             "path": path,
             "net_name": NET_NAME,
-            "iteration": "|".join(str(s) for s in sorted(set(steps))) if steps else "all",
+            # every iteration: MindSpore numbers each graph's runs, not tscore's steps (a train and
+            # an eval graph per step count apart); each start() sets aside what came between
+            "iteration": "all",
             "saved_data": "tensor",  # "statistic" fails to compile on CPU
             "input_output": 0,
             "kernels": [],
@@ -93,11 +95,11 @@ def arm(folder: str, steps: list[int]) -> _Armed:
     _ARMED = _Armed(path, NET_NAME, own=True)
     log.warning(
         "dump: graph mode, so MindSpore dumps the kernels itself (%s=%s). It reads this once, at the "
-        "first graph the process compiles, and then dumps every %s until the process ends; "
-        "tscore converts the steps it dumps and removes the rest of the files at each stop()",
+        "first graph the process compiles, and then writes every tensor of every step until the "
+        "process ends, dumped or not; tscore converts the steps it dumps and removes the rest at the "
+        "next start() and at close()",
         ENV,
         config_file,
-        "iteration" if not steps else f"iteration of {sorted(set(steps))}",
     )
     return _ARMED
 
@@ -113,8 +115,20 @@ class _KernelFile:
     path: str
 
 
-def _parse_file(folder: str, name: str) -> _KernelFile | None:
-    """Take ``MatMul.Default_fc-Dense_MatMul-op0.0.0.1795.input.1.DefaultFormat.Float32.npy`` apart."""
+def _long_names(folder: str) -> dict[str, str]:
+    """Return the real names of the files MindSpore wrote under a hash (``841308868.npy``)."""
+    try:
+        with open(os.path.join(folder, "mapping.csv"), encoding="utf-8", newline="") as stream:
+            return {row[0]: row[1] for row in csv.reader(stream) if len(row) >= 2}
+    except OSError:
+        return {}
+
+
+def _parse_file(folder: str, name: str, stored: str | None = None) -> _KernelFile | None:
+    """Take ``MatMul.Default_fc-Dense_MatMul-op0.0.0.1795.input.1.DefaultFormat.Float32.npy`` apart.
+
+    :param stored: the file's name on disk when MindSpore wrote it under a hash (``mapping.csv``).
+    """
     if not name.endswith(".npy"):
         return None
     parts = name[: -len(".npy")].split(".")
@@ -126,7 +140,8 @@ def _parse_file(folder: str, name: str) -> _KernelFile | None:
         return None
     dtype = neutral_dtype(parts[-1])
     scope = ".".join(parts[1:-7])
-    return _KernelFile(parts[0], scope, time, parts[-4], int(parts[-3]), dtype, os.path.join(folder, name))
+    path = os.path.join(folder, stored or name)
+    return _KernelFile(parts[0], scope, time, parts[-4], int(parts[-3]), dtype, path)
 
 
 def _slot(slots: list[str | None] | None, file: _KernelFile) -> str | None:
@@ -183,14 +198,23 @@ class MindSporeNativeDump:
 
     framework = "mindspore"
 
-    def __init__(self, folder: str, steps: list[int], parameters: set[str] | None = None) -> None:
+    def __init__(
+        self,
+        folder: str,
+        steps: list[int],
+        parameters: set[str] | None = None,
+        rank: Callable[[], int] = lambda: 0,
+    ) -> None:
         """Arm MindSpore's dump (once per process) in ``folder``.
 
         :param parameters: the network's parameter names (``Parameter.name``), to say which kernel
             inputs are parameters; None: none is said to be.
+        :param rank: this process's rank: only its ``rank_{r}`` folder is read (ranks share the folder).
         """
         self._armed = arm(folder, steps)
         self.folder = self._armed.path
+        self.owned = self._armed.own
+        self._rank = rank
         self._parameters = parameters or set()
         self._by_graph: dict[tuple[int, int], dict[str, list[str | None]]] = {}
 
@@ -209,20 +233,18 @@ class MindSporeNativeDump:
 
     def _iteration_folders(self) -> list[tuple[int, int, int, str]]:
         """Every ``(rank, graph, iteration, folder)`` MindSpore has written and tscore not yet read."""
-        found = []
-        if not os.path.isdir(self.folder):
+        found: list[tuple[int, int, int, str]] = []
+        rank = int(self._rank())
+        net = os.path.join(self.folder, f"rank_{rank}", self._armed.net_name)
+        if not os.path.isdir(net):
             return found
-        for rank_dir in sorted(os.listdir(self.folder)):
-            if not rank_dir.startswith("rank_") or not rank_dir[5:].isdecimal():
-                continue
-            net = os.path.join(self.folder, rank_dir, self._armed.net_name)
-            if not os.path.isdir(net):
-                continue
-            for graph in sorted(g for g in os.listdir(net) if g.isdecimal()):
-                for iteration in sorted(i for i in os.listdir(os.path.join(net, graph)) if i.isdecimal()):
-                    path = os.path.join(net, graph, iteration)
-                    if path not in self._armed.read:
-                        found.append((int(rank_dir[5:]), int(graph), int(iteration), path))
+        for graph in sorted(g for g in os.listdir(net) if g.isdecimal()):
+            for iteration in sorted(i for i in os.listdir(os.path.join(net, graph)) if i.isdecimal()):
+                path = os.path.join(net, graph, iteration)
+                if path not in self._armed.read:
+                    found.append((rank, int(graph), int(iteration), path))
+        if found and self._armed.own:  # MindSpore has read its configuration: child processes need not
+            os.environ.pop(ENV, None)
         return found
 
     def begin_step(self) -> None:
@@ -243,8 +265,9 @@ class MindSporeNativeDump:
             names = _execution_order(os.path.join(self.folder, f"rank_{rank}"), graph)
             parameters = self._parameter_slots(rank, graph)
             by_kernel: dict[tuple[str, str], list[_KernelFile]] = {}
+            long_names = _long_names(path)
             for entry in os.listdir(path):
-                parsed = _parse_file(path, entry)
+                parsed = _parse_file(path, long_names.get(entry, entry), entry)
                 if parsed is not None and parsed.op != "Parameter":  # the graph's inputs and weights
                     by_kernel.setdefault((parsed.op, parsed.scope), []).append(parsed)
             for (op, scope), files in by_kernel.items():
@@ -273,6 +296,16 @@ class MindSporeNativeDump:
         folders = {os.path.dirname(t.file) for call in calls for t in call.tensors}
         for folder in folders:
             shutil.rmtree(folder, ignore_errors=True)
+
+    def close(self) -> None:
+        """Remove the iteration folders not read (tscore's own configuration); say that MindSpore goes on."""
+        self.begin_step()
+        if self._armed.own:
+            log.warning(
+                "dump closed: MindSpore goes on writing every tensor of every graph step into %s until the "
+                "process ends (it cannot be switched off once armed); remove the folder afterwards",
+                self.folder,
+            )
 
     def why_empty(self) -> str:
         """Say why MindSpore wrote nothing for the step."""

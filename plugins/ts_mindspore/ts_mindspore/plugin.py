@@ -296,7 +296,7 @@ class MindSporeBackend(Backend):
         names = None
         if isinstance(model, ms.nn.Cell):
             names = {param.name for param in model.get_parameters()}
-        return MindSporeNativeDump(folder, steps, names)
+        return MindSporeNativeDump(folder, steps, names, rank=lambda: self.current_rank() or 0)
 
     def current_rank(self) -> int | None:
         """Return MindSpore's rank once its communication is initialised (``init()``), else None."""
