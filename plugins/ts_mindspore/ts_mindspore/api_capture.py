@@ -319,6 +319,7 @@ class ApiCapture:
             else:
                 delattr(owner, name)
         self.flush_backward()
+        self._pending.clear()  # calls whose outputs never got a gradient: no backward ran for them
         hooks, self._hooks = self._hooks, []
         for handle in hooks:
             handle.remove()
@@ -489,8 +490,10 @@ class ApiCapture:
                 return
 
     def flush_backward(self) -> None:
-        """Write the backward records whose outputs got their gradients but some input never did."""
+        """Write the backward records whose outputs got their gradients but some input never did.
+
+        The others stay pending: their backward has not run yet.
+        """
         for state in list(self._pending):
             if state.left_into == 0:
                 self._write_backward(state)
-        self._pending.clear()
