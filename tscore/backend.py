@@ -268,7 +268,7 @@ class Backend:
         """Answer ``ts_kernel_dump``: a context manager running the device's kernel-level dump."""
         raise NotImplementedError
 
-    def native_dump(self, folder: str, steps: list[int], model: object) -> NativeDump | None:
+    def native_dump(self, folder: str, model: object) -> NativeDump | None:
         """Answer ``ts_native_dump``: your framework's own kernel dump, armed, when it runs compiled."""
         raise NotImplementedError
 
@@ -453,9 +453,9 @@ class Backend:
         return self.kernel_dump(config_path) if self.imported() is not None else None
 
     @hookimpl
-    def ts_native_dump(self, folder: str, steps: list[int], model: object) -> NativeDump | None:
+    def ts_native_dump(self, folder: str, model: object) -> NativeDump | None:
         """Arm your framework's own dump for compiled steps, when your framework is imported."""
-        return self.native_dump(folder, steps, model) if self.imported() is not None else None
+        return self.native_dump(folder, model) if self.imported() is not None else None
 
     @hookimpl
     def ts_tensor_abs_max(self, tensor: object) -> Any:

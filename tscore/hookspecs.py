@@ -521,18 +521,20 @@ def ts_kernel_dump(config_path: str) -> AbstractContextManager[object] | None:
 
 
 @hookspec(firstresult=True)
-def ts_native_dump(folder: str, steps: list[int], model: object) -> NativeDump | None:
+def ts_native_dump(folder: str, model: object) -> NativeDump | None:
     """Arm your framework's own kernel dump when the network runs compiled, where no API call is seen.
 
     ``firstresult``: answer only when your framework runs the coming steps as a
     compiled graph that Python wrappers cannot see into (MindSpore's graph
     mode); ``None`` otherwise, and the API hooks are installed instead. Write
-    under ``folder``; ``steps`` are the dump's ``step`` list (empty: all);
-    ``model`` is the network ``start()`` was given, or ``None``: with it, say
-    which kernel inputs are its parameters (``KernelTensor.parameter``). The
-    debugger calls ``collect()`` at each ``stop()`` and turns each
-    :class:`~tscore.dump.native.KernelCall` into a ``Kernel`` record
-    (:mod:`tscore.dump.native`), then ``discard()`` removes what was read.
+    under ``folder`` every step from now on (the first ``start()`` arms it,
+    whether that step is dumped or not); ``model`` is the network ``start()``
+    was given, or ``None``: with it, say which kernel inputs are its
+    parameters (``KernelTensor.parameter``). The debugger calls
+    ``begin_step()`` at each dumped step's ``start()`` and ``collect()`` at its
+    ``stop()``, turns each :class:`~tscore.dump.native.KernelCall` into a
+    ``Kernel`` record (:mod:`tscore.dump.native`), then ``discard()`` removes
+    what was read.
     """
 
 

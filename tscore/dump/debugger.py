@@ -115,16 +115,15 @@ class Debugger:
                 "a kernel-level (ACL) dump needs an Ascend NPU: torch_npu imported and the ts_npu plugin "
                 "installed; on this device dump the same calls without acl_config"
             )
-        if self.config.level in ("L1", "mix"):
-            # a compiled network's framework dump is armed at the first start, dumped step or not:
-            # the framework may read its configuration only once, before its first graph
-            armed = self._native_dump(model)
-            if armed is not None and self.config.task == "overflow_check":
-                raise DumpConfigError(
-                    f"task='overflow_check' needs every API call, which a compiled network "
-                    f"({armed.framework} graph mode) does not show: run the step in PyNative mode for "
-                    "the overflow check, or dump the kernels with task='statistics' and look for inf and NaN"
-                )
+        # a compiled network's framework dump is armed at the first start, dumped step or not:
+        # the framework may read its configuration only once, before its first graph
+        native = self._native_dump(model) if self.config.level in ("L1", "mix") else None
+        if native is not None and self.config.task == "overflow_check":
+            raise DumpConfigError(
+                f"task='overflow_check' needs every API call, which a compiled network "
+                f"({native.framework} graph mode) does not show: run the step in PyNative mode for "
+                "the overflow check, or dump the kernels with task='statistics' and look for inf and NaN"
+            )
         if (self.config.step and self.current_step not in self.config.step) or (
             self.config.rank and rank not in self.config.rank
         ):
@@ -144,13 +143,10 @@ class Debugger:
         info = self._info(rank, model)
         writer.write_info(info)
         handles: list[HookHandles] = []
-        native: NativeDump | None = None
         try:
-            if self.config.level in ("L1", "mix"):
-                native = self._native_dump(model)
-                if native is not None:
-                    native.begin_step()  # steps run between two dumped ones are not this step's
-            if native is None and self.config.level in ("L1", "mix"):
+            if native is not None:
+                native.begin_step()  # steps run between two dumped ones are not this step's
+            elif self.config.level in ("L1", "mix"):
                 handles += [h for h in hook().ts_install_api_hooks(recorder=recorder) if h is not None]
             if model is not None and native is None:
                 # a compiled network's kernels name their module by scope: no hooks in its graph
@@ -233,7 +229,7 @@ class Debugger:
         """Arm the framework's own kernel dump when the network runs compiled (once per debugger)."""
         if self._native is None:
             folder = os.path.join(self.config.dump_path, NATIVE_FOLDER)
-            self._native = hook().ts_native_dump(folder=folder, steps=list(self.config.step), model=model)
+            self._native = hook().ts_native_dump(folder=folder, model=model)
         return self._native
 
     def _record_native(self, recorder: DumpRecorder) -> None:

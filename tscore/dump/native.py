@@ -27,6 +27,7 @@ import numpy as np
 
 from tscore.array_stats import array_stats
 from tscore.dump.names import CallName, tensor_name
+from tscore.dump.recorder import INTEGER_DTYPES
 from tscore.dump.writer import TENSORS_FOLDER
 
 if TYPE_CHECKING:
@@ -36,7 +37,6 @@ log = logging.getLogger(__name__)
 
 KERNEL_PREFIX = "Kernel"
 NATIVE_FOLDER = "native_dump"  # under dump_path: what the framework writes before it is converted
-_INTEGER = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"})
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ class NativeDump(Protocol):
 
 def _entry(recorder: DumpRecorder, name: str, tensor: KernelTensor, move: bool) -> dict[str, Any] | None:
     """Describe one kernel tensor as the recorder describes a tensor; move (else copy) its file when kept."""
-    if recorder.config.filter_int and tensor.dtype in _INTEGER:
+    if recorder.config.filter_int and tensor.dtype in INTEGER_DTYPES:
         return None
     try:
         array = np.load(tensor.file, allow_pickle=False)
@@ -142,7 +142,7 @@ def record_kernels(recorder: DumpRecorder, calls: Iterable[KernelCall], move: bo
         index = counts.get(key, 0)
         counts[key] = index + 1
         name = CallName(KERNEL_PREFIX, call.op, index, call.direction)
-        if not recorder.wants_kernel(name, call.module):
+        if not recorder.wants_kernel(name):
             continue
         sides: dict[str, list[dict[str, Any]]] = {"input": [], "output": []}
         for tensor in sorted(call.tensors, key=lambda t: (t.role, t.slot)):

@@ -53,9 +53,7 @@ _INTERNAL_PACKAGES = ("tscore", "ts_torch", "ts_mindspore", "ts_paddle", "ts_npu
 OUTSIDE = "(outside)"
 # a list or tuple argument of more plain values than this is recorded by its length, not value by value
 LONGEST_PLAIN_LIST = 16
-_INTEGER_DTYPES = frozenset(
-    {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
-)
+INTEGER_DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"})
 _MISSING = object()
 _STACK_CACHE_LIMIT = 100_000  # distinct stacks kept across steps, at most
 _PRUNE_AT = 4096  # entries before the dead ones are swept
@@ -568,7 +566,7 @@ class DumpRecorder:
         self.busy += 1
         try:
             dtype = ops.dtype(tensor)
-            if self.config.filter_int and dtype in _INTEGER_DTYPES:
+            if self.config.filter_int and dtype in INTEGER_DTYPES:
                 return None
             entry: dict[str, Any] = {
                 "name": name,
@@ -638,7 +636,7 @@ class DumpRecorder:
 
     # ------------------------------------------------------------ kernels a framework dumped itself
 
-    def wants_kernel(self, name: CallName, module: str) -> bool:
+    def wants_kernel(self, name: CallName) -> bool:
         """Whether a kernel call of a compiled step is recorded (the config's filters, as for an API call)."""
         self.calls += 1
         if not self.active or not self._direction_wanted(name.direction):

@@ -207,8 +207,8 @@ class _Backward:
     written: bool = False
 
 
-def _executor() -> Any:
-    """MindSpore's PyNative executor, which knows whether autodiff is recording."""
+def pynative_executor() -> Any:
+    """Return MindSpore's PyNative executor (autodiff's state, the mixed-precision stack); None if absent."""
     try:
         from mindspore.graph.api import _pynative_executor
     except ImportError:  # before MindSpore 2.9
@@ -401,7 +401,7 @@ class ApiCapture:
 
     def _recording_grads(self) -> bool:
         """Say whether autodiff records this call (inside ``value_and_grad``): only then has it a backward."""
-        executor = _executor()
+        executor = pynative_executor()
         return executor is not None and bool(executor.grad_flag())
 
     def _hook_inputs(

@@ -49,11 +49,9 @@ def pop_mixed_precision(count: int) -> None:
         return
     from mindspore._c_expression import MixedPrecisionType
 
-    try:
-        from mindspore.graph.api import _pynative_executor
-    except ImportError:  # before MindSpore 2.9
-        from mindspore.common.api import _pynative_executor
+    from ts_mindspore.api_capture import pynative_executor
 
+    executor = pynative_executor()
     for _ in range(count):
-        _pynative_executor.set_mixed_precision_type(MixedPrecisionType.NOTSET, False)
+        executor.set_mixed_precision_type(MixedPrecisionType.NOTSET, False)
     log.debug("dump stopped the step inside %d to_float cell(s): their mixed-precision types popped", count)

@@ -49,7 +49,7 @@ class _Armed:
 _ARMED: _Armed | None = None
 
 
-def _config(path: str, steps: list[int]) -> dict[str, object]:
+def _config(path: str) -> dict[str, object]:
     return {
         "common_dump_settings": {
             "dump_mode": 0,
@@ -68,7 +68,7 @@ def _config(path: str, steps: list[int]) -> dict[str, object]:
     }
 
 
-def arm(folder: str, steps: list[int]) -> _Armed:
+def arm(folder: str) -> _Armed:
     """Arm MindSpore's dump for this process (once), writing into ``folder``; return where it writes."""
     global _ARMED
     if _ARMED is not None:
@@ -90,7 +90,7 @@ def arm(folder: str, steps: list[int]) -> _Armed:
     os.makedirs(path, exist_ok=True)
     config_file = os.path.join(path, CONFIG_FILE)
     with open(config_file, "w", encoding="utf-8") as stream:
-        json.dump(_config(path, steps), stream, indent=2)
+        json.dump(_config(path), stream, indent=2)
     os.environ[ENV] = config_file
     _ARMED = _Armed(path, NET_NAME, own=True)
     log.warning(
@@ -201,7 +201,6 @@ class MindSporeNativeDump:
     def __init__(
         self,
         folder: str,
-        steps: list[int],
         parameters: set[str] | None = None,
         rank: Callable[[], int] = lambda: 0,
     ) -> None:
@@ -211,7 +210,7 @@ class MindSporeNativeDump:
             inputs are parameters; None: none is said to be.
         :param rank: this process's rank: only its ``rank_{r}`` folder is read (ranks share the folder).
         """
-        self._armed = arm(folder, steps)
+        self._armed = arm(folder)
         self.folder = self._armed.path
         self.owned = self._armed.own
         self._rank = rank

@@ -285,7 +285,7 @@ class MindSporeBackend(Backend):
 
         return read_print_file(path)
 
-    def native_dump(self, folder: str, steps: list[int], model: object) -> Any:
+    def native_dump(self, folder: str, model: object) -> Any:
         """In graph mode, arm MindSpore's own kernel dump (:mod:`ts_mindspore.native_dump`); else None."""
         import mindspore as ms
 
@@ -296,7 +296,7 @@ class MindSporeBackend(Backend):
         names = None
         if isinstance(model, ms.nn.Cell):
             names = {param.name for param in model.get_parameters()}
-        return MindSporeNativeDump(folder, steps, names, rank=lambda: self.current_rank() or 0)
+        return MindSporeNativeDump(folder, names, rank=lambda: self.current_rank() or 0)
 
     def current_rank(self) -> int | None:
         """Return MindSpore's rank once its communication is initialised (``init()``), else None."""
