@@ -216,6 +216,7 @@ class MindSporeNativeDump:
         self._rank = rank
         self._parameters = parameters or set()
         self._by_graph: dict[tuple[int, int], dict[str, list[str | None]]] = {}
+        self._orders: dict[tuple[int, int], dict[str, tuple[int, str]]] = {}
 
     def _parameter_slots(self, rank: int, graph: int) -> dict[str, list[str | None]]:
         if not self._parameters:
@@ -261,7 +262,9 @@ class MindSporeNativeDump:
         calls: list[tuple[tuple[int, int, int, int], KernelCall]] = []
         for rank, graph, iteration, path in self._iteration_folders():
             self._armed.read.add(path)
-            names = _execution_order(os.path.join(self.folder, f"rank_{rank}"), graph)
+            if not self._orders.get((rank, graph)):  # a graph's kernel order is the same at every step
+                self._orders[rank, graph] = _execution_order(os.path.join(self.folder, f"rank_{rank}"), graph)
+            names = self._orders[rank, graph]
             parameters = self._parameter_slots(rank, graph)
             by_kernel: dict[tuple[str, str], list[_KernelFile]] = {}
             long_names = _long_names(path)
