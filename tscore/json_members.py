@@ -75,6 +75,7 @@ class _Structure:
     inner_opens: list[np.ndarray] = field(default_factory=list)  # a root member's value opening
     inner_closes: list[np.ndarray] = field(default_factory=list)
     inner_commas: list[np.ndarray] = field(default_factory=list)  # between the members of such a value
+    inner_colons: list[np.ndarray] = field(default_factory=list)  # after the names of such members
 
 
 def _escaped_runs(
@@ -149,6 +150,7 @@ def _scan(text: FileText) -> _Structure:
         found.inner_opens.append(where[opens & level2])
         found.inner_closes.append(where[closes & level1])
         found.inner_commas.append(where[commas & level2])
+        found.inner_colons.append(where[colons & level2])
         if found.root_close < 0:
             last = np.flatnonzero(closes & (after == 0))
             if last.size:
@@ -195,6 +197,7 @@ class Members:
     _end: int  # its closing brace (or the end of the file, cut short)
     _separators: np.ndarray  # the commas between its members
     complete: bool = True  # False when the document was cut short
+    _colons: np.ndarray | None = None  # the colons after its members' names (one a member)
 
     def __iter__(self) -> Iterator[tuple[str, Any]]:
         """Yield ``(key, value)`` in document order, :data:`BATCH_BYTES` of text parsed at a time."""
@@ -222,6 +225,33 @@ class Members:
                 key = _member_key(text, offset)
                 if key is not None:
                     yield key
+
+    def raw_keys(self) -> Iterator[bytes] | None:
+        """Yield each member's name as written (its quoted bytes), without decoding it: the lightest pass.
+
+        Two documents whose members have the same raw names in the same order have the same
+        :meth:`keys`. None when a member has no name of its own (a document cut short, a
+        member that is not JSON): use :meth:`keys`.
+        """
+        colons = self._colons
+        if not self.complete or colons is None or colons.size != self._separators.size + 1:
+            return None
+        starts = np.r_[self._start, self._separators + 1]
+        ends = np.r_[self._separators, self._end]
+        if not ((colons > starts) & (colons < ends)).all():
+            return None
+        return self._raw_keys(starts, colons)
+
+    def _raw_keys(self, starts: np.ndarray, colons: np.ndarray) -> Iterator[bytes]:
+        first = 0
+        for start, cut, inner in self._batches():
+            text = self._text[start:cut]
+            last = first + inner.size + 1
+            for left, colon in zip(
+                (starts[first:last] - start).tolist(), (colons[first:last] - start).tolist(), strict=True
+            ):
+                yield text[left:colon].strip()
+            first = last
 
     def _batches(self) -> Iterator[tuple[int, int, np.ndarray]]:
         """Yield ``(start, end, commas)``: about :data:`BATCH_BYTES` of whole members at a time."""
@@ -374,5 +404,7 @@ def _members(path: str, key: str, text: FileText) -> Members:
         raise NotAnObjectDocument(f"{path}: {key!r} ends where it cannot (a bracket too many?)")
     separators = _joined(found.inner_commas)
     inside = separators[(separators > target[0]) & (separators < target[1])]
+    colons = _joined(found.inner_colons)
+    names = colons[(colons > target[0]) & (colons < target[1])]
     complete = found.root_close >= 0
-    return Members(path, head, text, target[0] + 1, target[1], inside, complete)
+    return Members(path, head, text, target[0] + 1, target[1], inside, complete, names)

@@ -135,8 +135,8 @@ def test_a_comparison_stopped_midway_leaves_no_csv(dumps, tmp_path, monkeypatch)
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    real = compare_module.judge_call
-    monkeypatch.setattr(compare_module, "judge_call", judge_then_stop)
+    real = compare_module.judge_in_order
+    monkeypatch.setattr(compare_module, "judge_in_order", judge_then_stop)
     csv_path = tmp_path / "result.csv"
     with pytest.raises(KeyboardInterrupt):
         compare_sources(target, orig, csv_path=str(csv_path))

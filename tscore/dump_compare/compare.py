@@ -18,16 +18,19 @@ import os
 import re
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from tscore.dump.names import parse_name
 from tscore.dump_compare.api_names import api_table, neutral_calls
 from tscore.dump_compare.pairing import CallPair, pair_calls, pair_items
 from tscore.dump_compare.report import DumpCompareReport
 from tscore.dump_compare.row_stream import DumpRowStream
 from tscore.dump_compare.rows import Row, compare_items, statistics_errors
 from tscore.dump_compare.sources import DumpReadError, DumpSource, read_dump
-from tscore.dump_compare.streams import DumpStream, names_agree, stream_dump
-from tscore.dump_compare.verdicts import CallVerdict, ForwardErrors, judge_call
+from tscore.dump_compare.statistics_lane import Record, compare_block
+from tscore.dump_compare.streams import DumpStream, Records, names_agree, stream_dump
+from tscore.dump_compare.verdicts import ForwardErrors, judge_in_order
 from tscore.errors import TargetPathError
 from tscore.npy_files import write_atomic
 
@@ -138,26 +141,19 @@ def compare_streams(
     Nothing is held but the block being compared (:mod:`tscore.dump_compare.streams`).
     """
     began = time.perf_counter()
-    both = itertools.zip_longest(target.calls(), orig.calls())
-
-    def blocks() -> Iterator[list[CallPair]]:
-        while True:
-            block = []
-            for a, b in itertools.islice(both, BLOCK_CALLS):
-                if a is None or b is None or a.label != b.label:
-                    raise DumpReadError(
-                        f"{target.source.path} or {orig.source.path} changed while it was compared (the "
-                        f"calls no longer agree at {(a or b).label}); compare again once the runs are done"
-                    )
-                block.append(CallPair(a, b, "name"))
-            if not block:
-                return
-            yield block
-
+    blocks: Iterator[list[CallPair] | _RecordBlock]
+    if (
+        target.records is not None
+        and orig.records is not None
+        and _basis(target.source, orig.source) == "statistics"
+    ):
+        blocks = _record_blocks(target, orig)
+    else:
+        blocks = _call_blocks(target, orig)
     report = _compare_blocks(
         target.source,
         orig.source,
-        blocks(),
+        blocks,
         csv_path,
         stack_mode,
         tolerance=tolerance,
@@ -168,10 +164,69 @@ def compare_streams(
     return report
 
 
+def _changed(target: DumpStream, orig: DumpStream, label: str) -> DumpReadError:
+    return DumpReadError(
+        f"{target.source.path} or {orig.source.path} changed while it was compared (the calls no longer "
+        f"agree at {label}); compare again once the runs are done"
+    )
+
+
+def _call_blocks(target: DumpStream, orig: DumpStream) -> Iterator[list[CallPair]]:
+    """Pair two dumps' calls in step, a block at a time."""
+    both = itertools.zip_longest(target.calls(), orig.calls())
+    while True:
+        block = []
+        for a, b in itertools.islice(both, BLOCK_CALLS):
+            if a is None or b is None or a.label != b.label:
+                raise _changed(target, orig, (a or b).label)
+            block.append(CallPair(a, b, "name"))
+        if not block:
+            return
+        yield block
+
+
+@dataclass
+class _RecordBlock:
+    """A block of two msprobe dumps' records, in step, for :mod:`tscore.dump_compare.statistics_lane`."""
+
+    records: list[Record]
+    start: int  # the position of its first call in each dump
+    target: Records
+    orig: Records
+
+
+def _record_blocks(target: DumpStream, orig: DumpStream) -> Iterator[_RecordBlock]:
+    """Read two msprobe dumps' records in step, a block at a time."""
+    assert target.records is not None and orig.records is not None
+    both = itertools.zip_longest(target.records.each(), orig.records.each())
+    start = 0
+    while True:
+        block = []
+        for a, b in both:
+            if a is None or b is None or a[0] != b[0]:
+                raise _changed(target, orig, (a or b)[0])
+            name = parse_name(a[0])  # the same name on both sides: taken apart once
+            if name is not None:
+                block.append((a[0], name, a[1], b[1]))
+                if len(block) == BLOCK_CALLS:
+                    break
+        if not block:
+            return
+        yield _RecordBlock(block, start, target.records, orig.records)
+        start += len(block)
+
+
+def _basis(target: DumpSource, orig: DumpSource) -> str:
+    """Say what two dumps' rows mostly compare: ``tensor`` (both hold tensors), ``md5`` or ``statistics``."""
+    if target.has_tensors and orig.has_tensors:
+        return "tensor"
+    return "md5" if target.task == orig.task == "md5" else "statistics"
+
+
 def _compare_blocks(
     target: DumpSource,
     orig: DumpSource,
-    blocks: Iterator[list[CallPair]],
+    blocks: Iterator[list[CallPair]] | Iterator[list[CallPair] | _RecordBlock],
     csv_path: str | None,
     stack_mode: bool,
     *,
@@ -180,8 +235,8 @@ def _compare_blocks(
     workers: int | None,
 ) -> DumpCompareReport:
     """Compare, judge and write out the pairs of calls block by block; the report of it all."""
-    use_tensors = target.has_tensors and orig.has_tensors
-    basis = "tensor" if use_tensors else ("md5" if target.task == orig.task == "md5" else "statistics")
+    basis = _basis(target, orig)
+    use_tensors = basis == "tensor"
     forward_errors = ForwardErrors()  # what each forward call saw and made
 
     def one(value: tuple[Any, Any]) -> Row:
@@ -193,6 +248,13 @@ def _compare_blocks(
     stream = DumpRowStream(basis, csv_path, stack_mode)
     try:
         for block in blocks:
+            if isinstance(block, _RecordBlock):  # the calls that agree as columns (statistics_lane)
+                stream.add_lane(
+                    compare_block(
+                        block.records, block.start, block.target, block.orig, tolerance, forward_errors
+                    )
+                )
+                continue
             values: list[tuple[Any, Any]] = []
             spans = []
             for pair in block:
@@ -203,7 +265,7 @@ def _compare_blocks(
             statistics_errors(rows, tolerance)
             verdicts = []
             for pair, indexes in zip(block, spans, strict=True):
-                verdicts.append(_judge(pair, rows, list(indexes), tolerance, forward_errors))
+                verdicts.append(judge_in_order(pair, rows, list(indexes), tolerance, forward_errors))
             stream.add(rows, verdicts)
         stream.finish()
     except BaseException as exc:
@@ -235,26 +297,6 @@ def _compare_blocks(
     )
     report._spool = stream.spool
     return report
-
-
-def _judge(
-    pair: CallPair,
-    rows: list[Row],
-    indexes: list[int],
-    tolerance: float,
-    forward_errors: ForwardErrors,
-) -> CallVerdict:
-    """Judge one pair of calls; a backward call also weighs what its forward call saw and made."""
-    call = pair.target or pair.orig
-    assert call is not None
-    side = "target" if pair.target is not None else "orig"  # numbers of the two runs are not one count
-    api = (side, call.name.prefix, call.name.api)
-    saved = forward_errors.get(api, call.name.index) if call.name.direction == "backward" else None
-    verdict = judge_call(pair, rows, indexes, tolerance, saved_error=saved)
-    if call.name.direction == "forward":
-        known = [e for e in (verdict.input_error, verdict.output_error) if e is not None]
-        forward_errors.put(api, call.name.index, max(known) if known else None)
-    return verdict
 
 
 def compare_dumps(
@@ -329,10 +371,15 @@ def _compare_folders(
     with contextlib.ExitStack() as opened:
         streams = []
         if target_at[1] is None and orig_at[1] is None:  # a ptdbg data folder: read whole
-            for folder, _ in (target_at, orig_at):
-                found = _opened(stream_dump, folder)
+            # each dump's structure is found with numpy, which lets the other thread run
+            with cf.ThreadPoolExecutor(max_workers=2) as pool:
+                futures = [pool.submit(_opened, stream_dump, folder) for folder, _ in (target_at, orig_at)]
+            for future in futures:
+                if future.exception() is None and future.result() is not None:
+                    opened.callback(future.result().close)
+            for future in futures:
+                found = future.result()  # the first error, once every dump opened is set to close
                 if found is not None:
-                    opened.callback(found.close)
                     streams.append(found)
         if len(streams) == 2 and _opened(names_agree, *streams):  # the same calls: in step, nothing held
             return compare_streams(*streams, stack_mode=stack_mode, **options)

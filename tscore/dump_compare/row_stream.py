@@ -15,17 +15,22 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 import math
+import os
 import pickle
 import tempfile
 from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
 from tscore.compare.report import KEEP_ALL_ROWS, MAX_FAILED_ROWS
+from tscore.dump_compare.csv_helper import CsvHelper
 from tscore.dump_compare.rows import Row
 from tscore.dump_compare.verdicts import CallVerdict
 from tscore.npy_files import atomic_stream
 
+log = logging.getLogger(__name__)
+HELPER_AFTER_ROWS: float = KEEP_ALL_ROWS  # a comparison this big renders its CSV in a helper process
 KEPT_CALLS = 20_000  # beyond KEEP_ALL_ROWS: the calls that differ kept in the report, at most
 _OWN = ("own", "weights")  # a call whose error is its own: always kept (up to KEPT_CALLS)
 UNREAD = "tensor not read"  # the start of a row's message when a tensor file could not be read
@@ -43,9 +48,12 @@ class Spool:
     def __init__(self) -> None:
         self.file: IO[bytes] = tempfile.NamedTemporaryFile(prefix="tscore-dump-rows-")
 
-    def add(self, block: Block) -> None:
-        """Append one block."""
-        pickle.dump(block, self.file, protocol=pickle.HIGHEST_PROTOCOL)
+    def add(self, block: Block | Any) -> None:
+        """Append one block (rows and verdicts, or a lane block read back as such; or either pickled)."""
+        if isinstance(block, bytes):
+            self.file.write(block)
+        else:
+            pickle.dump(block, self.file, protocol=pickle.HIGHEST_PROTOCOL)
 
     def blocks(self) -> Iterator[Block]:
         """Yield the blocks written, in order (each iteration reads with its own handle)."""
@@ -53,9 +61,11 @@ class Spool:
         with open(self.file.name, "rb") as stream:
             while True:
                 try:
-                    yield pickle.load(stream)  # our own temporary file
+                    block = pickle.load(stream)  # our own temporary file
                 except EOFError:
                     return
+                materialize = getattr(block, "materialize", None)  # a statistics_lane.LaneBlock
+                yield materialize() if materialize is not None else block
 
     def close(self) -> None:
         """Remove the file."""
@@ -90,6 +100,8 @@ class DumpRowStream:
         self.first_failure: CallVerdict | None = None
         self._inherited_rows = 0
         self.spool: Spool | None = None
+        self._helper: CsvHelper | None = None  # renders the CSV of a big comparison (csv_helper)
+        self._no_helper = os.name != "posix"  # it is handed the CSV's descriptor
         self._out = atomic_stream(csv_path) if csv_path else None
         self._stream = self._out.__enter__() if self._out else None
         if self._stream is not None:
@@ -98,24 +110,81 @@ class DumpRowStream:
     def add(self, rows: list[Row], verdicts: list[CallVerdict]) -> None:
         """Take the next block: ``verdicts`` in call order, their ``rows`` indexes into ``rows``."""
         if self._stream is not None:
-            self._stream.write(csv_block(rows, verdicts, self.basis, self.stack_mode))
-        self.unread += sum(1 for r in rows if r.basis == "none" and r.message.startswith(UNREAD))
-        counts = self.call_counts
+            text = csv_block(rows, verdicts, self.basis, self.stack_mode)
+            self._helper.raw(text) if self._helper is not None else self._stream.write(text)
         line = self.total_rows + 2  # the CSV's header is line 1
         for verdict in verdicts:
-            status = verdict.status
-            counts[status] = counts.get(status, 0) + 1
-            verdict.line = line if verdict.rows else None
-            line += len(verdict.rows)
-            if status in _OWN:
-                if self.first_own is None:
-                    self.first_own = verdict
-                if self.first_own_api is None and not verdict.label.startswith("Module"):
-                    self.first_own_api = verdict
-            if status in ("own", "weights", "inherited") and self.first_failure is None:
-                self.first_failure = verdict
+            line = self._tally(verdict, line)
+        self._take(rows, verdicts, (rows, verdicts), len(rows), len(verdicts))
+
+    def add_lane(self, block: Any) -> None:
+        """Take the next block of :mod:`tscore.dump_compare.statistics_lane`: only some calls are objects.
+
+        Its lane's calls all agree: once the report keeps only the calls that differ, they are
+        counted and written, never made; before, they are made to be kept.
+        """
+        block.first_line = line = self.total_rows + 2
+        if self.keep_all:
+            self._write_lane(block)  # before its rows are made (which changes the block)
+            rows, verdicts = block.materialize()
+            for verdict in verdicts:
+                line = self._tally(verdict, line)
+            self._take(rows, verdicts, (rows, verdicts), len(rows), len(verdicts))
+            return
+        verdicts = []
+        for entry in block.entries:
+            if isinstance(entry, CallVerdict):
+                verdicts.append(entry)
+                line = self._tally(entry, line)
+            else:
+                self.call_counts["ok"] = self.call_counts.get("ok", 0) + 1
+                line += block.row_count(entry)
+        pickled = self._write_lane(block)  # with its verdicts' lines, before keeping changes them
+        self._take(block.rows, verdicts, pickled or block, block.total_rows, len(block.entries))
+
+    def _write_lane(self, block: Any) -> bytes | None:
+        """Write a lane block's CSV lines, or have the helper write them; the block pickled, if it was."""
+        if self._stream is None:
+            return None
+        if self._helper is None and self.total_rows > HELPER_AFTER_ROWS and not self._no_helper:
+            self._start_helper()
+        if self._helper is None:
+            self._stream.write(block.csv(self.stack_mode))
+            return None
+        pickled = pickle.dumps(block, protocol=pickle.HIGHEST_PROTOCOL)
+        self._helper.block(pickled)
+        return pickled
+
+    def _start_helper(self) -> None:
+        assert self._stream is not None
+        self._stream.flush()  # the helper writes on at the file's offset
+        try:
+            self._helper = CsvHelper(self._stream.fileno(), self.stack_mode)
+        except OSError as exc:  # the CSV is rendered here instead
+            log.warning("the CSV helper process could not start (%s); the CSV is rendered in this one", exc)
+            self._no_helper = True
+
+    def _tally(self, verdict: CallVerdict, line: int) -> int:
+        """Count one verdict, give it its CSV line, note it if it is the first of its kind; the next line."""
+        status = verdict.status
+        self.call_counts[status] = self.call_counts.get(status, 0) + 1
+        verdict.line = line if verdict.rows else None
+        if status in _OWN:
+            if self.first_own is None:
+                self.first_own = verdict
+            if self.first_own_api is None and not verdict.label.startswith("Module"):
+                self.first_own_api = verdict
+        if status in ("own", "weights", "inherited") and self.first_failure is None:
+            self.first_failure = verdict
+        return line + len(verdict.rows)
+
+    def _take(
+        self, rows: list[Row], verdicts: list[CallVerdict], spooled: Any, total_rows: int, calls: int
+    ) -> None:
+        """Spool a block, keep what the report keeps of ``verdicts`` and their ``rows``, and count it."""
+        self.unread += sum(1 for r in rows if r.basis == "none" and r.message.startswith(UNREAD))
         if self.spool is not None:
-            self.spool.add((rows, verdicts))
+            self.spool.add(spooled)
         for verdict in verdicts:
             local = verdict.rows
             if self.keep_all or self._keeps(verdict, rows):
@@ -124,8 +193,8 @@ class DumpRowStream:
                 self.calls.append(verdict)
             else:
                 verdict.rows = []
-        self.total_rows += len(rows)
-        self.total_calls += len(verdicts)
+        self.total_rows += total_rows
+        self.total_calls += calls
         if self.keep_all and self.total_rows > KEEP_ALL_ROWS:
             self._stop_keeping_all()
 
@@ -171,7 +240,13 @@ class DumpRowStream:
         return False
 
     def finish(self) -> None:
-        """Give the CSV its name; keep the spool for the report to read back."""
+        """Give the CSV its name; keep the spool for the report to read back.
+
+        :raises CsvHelperError: when the helper process failed (the caller aborts).
+        """
+        if self._helper is not None:
+            helper, self._helper = self._helper, None
+            helper.close()
         if self._out is not None:
             out, self._out = self._out, None
             out.__exit__(None, None, None)
@@ -181,6 +256,9 @@ class DumpRowStream:
 
         :raises TargetPathError: naming the CSV, when ``error`` is the disk failing to take it.
         """
+        if self._helper is not None:
+            helper, self._helper = self._helper, None
+            helper.kill()
         if self.spool is not None:
             self.spool.close()
         if self._out is not None:
@@ -212,8 +290,8 @@ def csv_block(
                 row.orig_name or na,
                 row.target_dtype or na,
                 row.orig_dtype or na,
-                na if row.target_shape is None else _shape(row.target_shape),
-                na if row.orig_shape is None else _shape(row.orig_shape),
+                na if row.target_shape is None else shape_cell(row.target_shape),
+                na if row.orig_shape is None else shape_cell(row.orig_shape),
             ]
             if tensor:
                 cells += [
@@ -232,7 +310,9 @@ def csv_block(
             else:
                 cells += _numbers(row.stat_diff)
                 relative = row.stat_rel
-                cells += _NO_DIFFERENCE if relative == _ZEROS else [_percent(v) for v in relative or no_stats]
+                cells += (
+                    _NO_DIFFERENCE if relative == _ZEROS else [percent_cell(v) for v in relative or no_stats]
+                )
             cells += _numbers(row.target_stats)
             cells += _numbers(row.orig_stats)
             cells += [row.accuracy, row.message, *tail]
@@ -257,7 +337,7 @@ def _numbers(values: Sequence[float | None] | None) -> Sequence[Any]:
     return values
 
 
-def _shape(shape: tuple[int, ...]) -> str:
+def shape_cell(shape: tuple[int, ...]) -> str:
     """Spell a shape as ptdbg does (``[8, 16]``); a dump repeats a few shapes many times."""
     text = _SHAPES.get(shape)
     if text is None:
@@ -267,7 +347,8 @@ def _shape(shape: tuple[int, ...]) -> str:
     return text
 
 
-def _percent(value: float | None) -> str:
+def percent_cell(value: float | None) -> str:
+    """Spell a relative difference as a percentage (``0%``, ``0.0015%``), ``inf``/``nan``, or ``N/A``."""
     if value is None:
         return "N/A"
     if value == 0.0:  # most rows of two runs that agree

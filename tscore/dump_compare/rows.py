@@ -77,7 +77,7 @@ _row_values = operator.attrgetter(*Row.__dataclass_fields__)
 _DEVICE = re.compile(r"^(cpu|cuda|target|gpu|xpu|mps|meta|ascend)(:\w*)?$", re.IGNORECASE)
 
 
-def _same_value(a: Any, b: Any) -> bool:
+def same_value(a: Any, b: Any) -> bool:
     """Say whether two plain arguments agree: NaN agrees with NaN, and any two devices (``target:0``) do."""
     if a == b:
         return True
@@ -178,6 +178,32 @@ def _stats_matrix(stats: Sequence[Sequence[float | None]]) -> tuple[np.ndarray, 
     return values, given
 
 
+def statistics_differences(
+    a: np.ndarray, b: np.ndarray, known: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Compare two (n, 4) float64 arrays of max, min, mean and norm (target ``a``, orig ``b``).
+
+    :param known: where both sides recorded the statistic.
+    :return: each row's error (-1 where no statistic is known on both sides), the signed
+        differences (target minus orig) and their ratios to the orig, as :func:`statistics_errors`
+        describes them.
+    """
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        same = (a == b) | (np.isnan(a) & np.isnan(b))
+        finite = np.isfinite(a) & np.isfinite(b)
+        scale = np.fmax(np.abs(b[:, 0]), np.abs(b[:, 1]))
+        norm = np.abs(b[:, 3])
+        bases = np.stack([scale, scale, scale, norm], axis=1)
+        bases = np.where(np.isfinite(bases), bases, 0.0)
+        diff = np.abs(a - b)
+        relative = np.where(bases > 0, diff / np.where(bases > 0, bases, 1.0), diff)
+        relative = np.where(finite, relative, np.where(same, 0.0, np.inf))
+        signed = np.where(same, 0.0, a - b)  # target minus orig; equal infinities differ by 0
+        ratio = np.where(signed == 0, 0.0, np.abs(signed) / np.abs(b))  # orig 0: inf
+    relative = np.where(known, relative, -1.0)
+    return relative.max(axis=1), signed, ratio
+
+
 def statistics_errors(rows: Sequence[Row], tolerance: float) -> None:
     """Set the statistics' differences of every row, and the error and accuracy of statistics rows.
 
@@ -197,20 +223,7 @@ def statistics_errors(rows: Sequence[Row], tolerance: float) -> None:
     a, given_a = _stats_matrix([r.target_stats or () for r in chosen])
     b, given_b = _stats_matrix([r.orig_stats or () for r in chosen])
     known = given_a & given_b
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        same = (a == b) | (np.isnan(a) & np.isnan(b))
-        finite = np.isfinite(a) & np.isfinite(b)
-        scale = np.fmax(np.abs(b[:, 0]), np.abs(b[:, 1]))
-        norm = np.abs(b[:, 3])
-        bases = np.stack([scale, scale, scale, norm], axis=1)
-        bases = np.where(np.isfinite(bases), bases, 0.0)
-        diff = np.abs(a - b)
-        relative = np.where(bases > 0, diff / np.where(bases > 0, bases, 1.0), diff)
-        relative = np.where(finite, relative, np.where(same, 0.0, np.inf))
-        signed = np.where(same, 0.0, a - b)  # target minus orig; equal infinities differ by 0
-        ratio = np.where(signed == 0, 0.0, np.abs(signed) / np.abs(b))  # orig 0: inf
-    relative = np.where(known, relative, -1.0)
-    worst = relative.max(axis=1)
+    worst, signed, ratio = statistics_differences(a, b, known)
     everything = known.all(axis=1).tolist()
     for row, error, diff, rel, known_row, whole in zip(
         chosen, worst.tolist(), signed.tolist(), ratio.tolist(), known.tolist(), everything, strict=True
@@ -303,7 +316,7 @@ def _judge_values(
         row["message"] = f"not dumped: {target.error or orig.error}"
         return
     if not target.is_tensor or not orig.is_tensor:
-        same = target.is_tensor == orig.is_tensor and _same_value(target.value, orig.value)
+        same = target.is_tensor == orig.is_tensor and same_value(target.value, orig.value)
         row.update(basis="value", error=0.0 if same else math.inf, accuracy="Yes" if same else "No")
         if not same:
             row["message"] = f"argument differs: {target.value!r} vs {orig.value!r}"

@@ -241,7 +241,7 @@ def _tscore_item(call: str, entry: Mapping[str, Any], folder: str) -> Item:
         name,
         True,
         str(entry["dtype"]) if entry.get("dtype") is not None else None,
-        _shape(entry.get("shape")),
+        shape_of(entry.get("shape")),
         stats if stats != (None, None, None, None) else None,  # type: ignore[arg-type]
         entry.get("md5") if isinstance(entry.get("md5"), str) else None,
         file,
@@ -250,7 +250,7 @@ def _tscore_item(call: str, entry: Mapping[str, Any], folder: str) -> Item:
     )
 
 
-def _shape(value: Any) -> tuple[int, ...] | None:
+def shape_of(value: Any) -> tuple[int, ...] | None:
     """Return a shape from a record: a list of whole numbers; None when the record holds anything else."""
     try:
         shape = tuple(value)
@@ -426,8 +426,8 @@ def _msprobe_tensor(role: str, path: str, name: str, value: dict[str, Any], tens
         path,
         name,
         True,
-        _neutral(str(get("dtype"))),
-        _shape(get("shape") or []),
+        neutral_dtype_of(str(get("dtype"))),
+        shape_of(get("shape") or []),
         stats,  # type: ignore[arg-type]
         md5 if md5.__class__ is str else None,
         file,
@@ -450,7 +450,7 @@ def _joined_path(path: tuple[str, ...]) -> str:
     return joined
 
 
-_neutral = functools.lru_cache(maxsize=256)(neutral_dtype)  # a dump spells a few dtypes many times
+neutral_dtype_of = functools.lru_cache(maxsize=256)(neutral_dtype)  # a dump spells a few dtypes many times
 
 
 def _number(value: Any) -> float | None:
@@ -703,7 +703,7 @@ def _ptdbg_line(
         tensor_name,
         is_tensor=not dtype.startswith("<class"),
         dtype=neutral_dtype(dtype),
-        shape=_shape(line[4]),
+        shape=shape_of(line[4]),
         stats=stats if any(v is not None for v in stats) else None,  # type: ignore[arg-type]
         file=file if file and os.path.exists(file) else None,
     )

@@ -15,11 +15,11 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tscore.dump.names import parse_name
+from tscore.dump.names import CallName, parse_name
 from tscore.dump.reading import read_lines_at, read_stacks
 from tscore.dump_compare.sources import (
     _READ_AT_ONCE,
@@ -41,6 +41,19 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
+class Records:
+    """An msprobe dump's records as they are written, for a comparison that reads them as columns.
+
+    :mod:`tscore.dump_compare.statistics_lane` reads most records itself and asks ``call``
+    for the :class:`Call` of any other, made exactly as :attr:`DumpStream.calls` makes it.
+    """
+
+    each: Callable[[], Iterator[tuple[str, Any]]]  # (record name, its body) in order, every record
+    call: Callable[[str, CallName, Any, int], Call]  # the call of one record, at its position
+    stacks: Mapping[str, list[str]]  # record name: stack lines
+
+
+@dataclass
 class DumpStream:
     """A dump read in order as often as asked: its call names, or its calls with their values."""
 
@@ -50,6 +63,9 @@ class DumpStream:
     names: Callable[[], Iterator[str]]
     calls: Callable[[], Iterator[Call]]  # each call with its values, in the same order
     close: Callable[[], None]
+    records: Records | None = None  # msprobe's records as written (None: another format)
+    # every record's name as its bytes are written, when each has one: the lightest pass (msprobe)
+    raw_names: Callable[[], Iterator[bytes] | None] | None = None
 
 
 def stream_dump(path: str) -> DumpStream | None:
@@ -74,8 +90,13 @@ def names_agree(target: DumpStream, orig: DumpStream) -> bool:
     Two dumps of one format compare their names as written; of two formats, in ptdbg's spelling.
     """
     same = target.source.format == orig.source.format
-    a, b = (target.names(), orig.names()) if same else (target.labels(), orig.labels())
     missing = object()
+    if same and target.raw_names is not None and orig.raw_names is not None:
+        mine, theirs = target.raw_names(), orig.raw_names()
+        if mine is not None and theirs is not None:
+            if all(x == y for x, y in itertools.zip_longest(mine, theirs, fillvalue=missing)):
+                return True  # the same as written: the same names (else they may differ only in spelling)
+    a, b = (target.names(), orig.names()) if same else (target.labels(), orig.labels())
     return all(x == y for x, y in itertools.zip_longest(a, b, fillvalue=missing))
 
 
@@ -123,20 +144,23 @@ def _stream_msprobe(records_file: str) -> DumpStream | None:
     def labels() -> Iterator[str]:
         return (name.ptdbg for name in map(parse_name, members.keys()) if name is not None)
 
-    def calls() -> Iterator[Call]:
-        order = 0
-        for label, body, _ in members.with_spans(keep_damaged=True):  # the members labels() names
-            name = parse_name(str(label))
-            if name is None:
-                continue
-            call = msprobe_call(name, str(label), order, stacks)
-            order += 1
-            fill_msprobe_record(call, str(label), body, tensors, records_file)  # False: logged, no values
-            yield call
+    def each() -> Iterator[tuple[str, Any]]:
+        return ((label, body) for label, body, _ in members.with_spans(keep_damaged=True))
+
+    def call(label: str, name: CallName, body: Any, order: int) -> Call:
+        made = msprobe_call(name, label, order, stacks)
+        fill_msprobe_record(made, label, body, tensors, records_file)  # False: logged, no values
+        return made
+
+    def calls() -> Iterator[Call]:  # the members labels() names
+        named = ((label, parse_name(label), body) for label, body in each())
+        return itertools.starmap(call, ((*r, order) for order, r in enumerate(r for r in named if r[1])))
 
     try:
-        md5 = any(item.md5 for call in itertools.islice(calls(), _READ_AT_ONCE) for item in call.items)
+        md5 = any(item.md5 for made in itertools.islice(calls(), _READ_AT_ONCE) for item in made.items)
     except BaseException:
         members.close()
         raise
-    return DumpStream(msprobe_source(folder, head, [], md5), labels, members.keys, calls, members.close)
+    source = msprobe_source(folder, head, [], md5)
+    records = Records(each, call, stacks)
+    return DumpStream(source, labels, members.keys, calls, members.close, records, members.raw_keys)

@@ -236,3 +236,23 @@ class ForwardErrors:
         if value is None or value == self._NONE:
             value = self._far.get((*key, index), value)
         return None if value is None or value == self._NONE else value
+
+
+def judge_in_order(
+    pair: CallPair,
+    rows: list[Row],
+    indexes: list[int],
+    tolerance: float,
+    forward_errors: ForwardErrors,
+) -> CallVerdict:
+    """Judge one pair of calls; a backward call also weighs what its forward call saw and made."""
+    call = pair.target or pair.orig
+    assert call is not None
+    side = "target" if pair.target is not None else "orig"  # numbers of the two runs are not one count
+    api = (side, call.name.prefix, call.name.api)
+    saved = forward_errors.get(api, call.name.index) if call.name.direction == "backward" else None
+    verdict = judge_call(pair, rows, indexes, tolerance, saved_error=saved)
+    if call.name.direction == "forward":
+        known = [e for e in (verdict.input_error, verdict.output_error) if e is not None]
+        forward_errors.put(api, call.name.index, max(known) if known else None)
+    return verdict
