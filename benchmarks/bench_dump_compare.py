@@ -8,7 +8,9 @@ times that). Then two statistics-only dumps of ``--records`` calls (default
 100,000), written in msprobe's ``dump.json`` format. Each tool compares each
 pair in a fresh process; the wall time includes starting the interpreter and
 the imports, as a user running either command sees it; tscore's time inside
-``compare_dumps`` is given too, and its peak memory.
+``compare_dumps`` is given too, and its peak memory (that of the process itself; a big
+comparison's CSV helper process, ``tscore.dump_compare.csv_helper``, holds a block at a
+time: 67 MB at 100,000 calls, measured once from its ``/proc`` status).
 
     python benchmarks/bench_dump_compare.py --msprobe-python .nox/msprobe-26.2/bin/python
 """

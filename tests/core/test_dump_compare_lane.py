@@ -62,9 +62,10 @@ def _records(orig: bool) -> dict[str, dict]:
             }
         elif kind == 1:
             alpha = 2.0 if orig and i == 9 else 1.5  # a plain argument differs; the output agrees
+            keyword = {17: "", 25: "0"}.get(i, "other")  # named "" or like a position: the usual way
             data[f"Tensor.add.{i}.forward"] = {
                 "input_args": [x, {"type": "float", "value": alpha}],
-                "input_kwargs": {"other": _tensor(rnd, [2, 3])},
+                "input_kwargs": {keyword: _tensor(rnd, [2, 3])},
                 "output": [y, _tensor(rnd, [2, 3])],
             }
         elif kind == 2:  # its backward weighs what the forward saw and made (the noise on y)
@@ -179,15 +180,44 @@ def test_a_helper_process_renders_the_csv_of_a_big_comparison(dumps, tmp_path, m
     _assert_same(lane, usual)
 
 
-def test_a_helper_that_fails_leaves_no_csv_and_says_so(dumps, tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        ("import sys; sys.exit(3)", "exit code 3"),
+        ("import time; time.sleep(0.3)", "exit code 0 after 'nothing'"),  # stops early, "successfully"
+    ],
+    ids=["fails", "stops early"],
+)
+def test_a_helper_that_fails_leaves_no_csv_and_says_so(dumps, tmp_path, monkeypatch, command, said):
     monkeypatch.setattr(compare_module, "BLOCK_CALLS", 64)
     monkeypatch.setattr(row_stream, "HELPER_AFTER_ROWS", 300)
-    monkeypatch.setattr(csv_helper, "_COMMAND", "import sys; sys.exit(3)")
+    monkeypatch.setattr(csv_helper, "_COMMAND", command)
     out = tmp_path / "out"
     out.mkdir()
-    with pytest.raises(csv_helper.CsvHelperError, match="exit code 3"):
+    with pytest.raises(csv_helper.CsvHelperError, match=said) as raised:
         compare_dumps(*dumps, out)
+    assert "compare_result" in str(raised.value) and "not kept" in str(raised.value)
     assert list(out.iterdir()) == []  # no CSV, no temporary file
+
+
+def test_the_helper_imports_what_this_process_imports_not_the_working_folder(dumps, tmp_path, monkeypatch):
+    monkeypatch.setattr(compare_module, "BLOCK_CALLS", 64)
+    monkeypatch.setattr(row_stream, "HELPER_AFTER_ROWS", 300)
+    here = tmp_path / "cwd"
+    here.mkdir()
+    (here / "numpy.py").write_text("raise ImportError('the working folder was imported')\n")
+    monkeypatch.chdir(here)
+    lane = _compare(dumps, tmp_path / "lane", False, monkeypatch)
+    monkeypatch.setattr(row_stream, "HELPER_AFTER_ROWS", float("inf"))
+    usual = _compare(dumps, tmp_path / "usual", True, monkeypatch)
+    _assert_same(lane, usual)
+
+
+def test_a_shape_is_whole_numbers_whatever_was_read_before():
+    from tscore.dump_compare.sources import shape_of
+
+    assert shape_of([1, 2]) == (1, 2)
+    assert shape_of([1.0, 2.0]) is None and shape_of((1, 2)) is None and shape_of([1, -2]) is None
 
 
 def test_a_helper_that_cannot_start_leaves_the_csv_to_this_process(dumps, tmp_path, monkeypatch, caplog):

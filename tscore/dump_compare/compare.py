@@ -141,7 +141,7 @@ def compare_streams(
     Nothing is held but the block being compared (:mod:`tscore.dump_compare.streams`).
     """
     began = time.perf_counter()
-    blocks: Iterator[list[CallPair] | _RecordBlock]
+    blocks: Iterator[list[CallPair]] | Iterator[_RecordBlock]
     if (
         target.records is not None
         and orig.records is not None
@@ -226,7 +226,7 @@ def _basis(target: DumpSource, orig: DumpSource) -> str:
 def _compare_blocks(
     target: DumpSource,
     orig: DumpSource,
-    blocks: Iterator[list[CallPair]] | Iterator[list[CallPair] | _RecordBlock],
+    blocks: Iterator[list[CallPair]] | Iterator[_RecordBlock],
     csv_path: str | None,
     stack_mode: bool,
     *,
@@ -372,8 +372,16 @@ def _compare_folders(
         streams = []
         if target_at[1] is None and orig_at[1] is None:  # a ptdbg data folder: read whole
             # each dump's structure is found with numpy, which lets the other thread run
-            with cf.ThreadPoolExecutor(max_workers=2) as pool:
-                futures = [pool.submit(_opened, stream_dump, folder) for folder, _ in (target_at, orig_at)]
+            pool = cf.ThreadPoolExecutor(max_workers=2)
+            futures = [pool.submit(_opened, stream_dump, folder) for folder, _ in (target_at, orig_at)]
+            try:
+                cf.wait(futures)
+            except BaseException:  # a Ctrl-C: what opens after it is closed as it does
+                for future in futures:
+                    future.add_done_callback(_close_stream)
+                raise
+            finally:
+                pool.shutdown(wait=False)
             for future in futures:
                 if future.exception() is None and future.result() is not None:
                     opened.callback(future.result().close)
@@ -410,6 +418,12 @@ def _compare_folders(
                     ", ".join(str(m) for m in missing),
                 )
         return compare_sources(target, orig, api_map=api_map, stack_mode=stack_mode, **options)
+
+
+def _close_stream(future: cf.Future[DumpStream | None]) -> None:
+    found = None if future.cancelled() or future.exception() is not None else future.result()
+    if found is not None:
+        found.close()
 
 
 def _opened(read: Any, *args: Any) -> Any:

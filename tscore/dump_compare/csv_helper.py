@@ -11,9 +11,13 @@ not ``multiprocessing``): nothing of the caller's process is copied or
 imported again, whatever the caller's script does at import.
 
 The pipe's buffer is the only queue: when the helper lags, sending waits.
-The helper writes nothing but the CSV; when it fails, :meth:`CsvHelper.close`
-raises with its exit code, and the comparison drops the half-written CSV as
-on any error.
+At the end the helper says how many messages it wrote; when that is not every
+one sent (it stopped, or failed to write), :meth:`CsvHelper.close` raises
+with what it said, and the comparison drops the half-written CSV as on any
+error. A helper that cannot start leaves the rendering to the comparison's
+own process. The helper runs in its own session (a Ctrl-C at the terminal is
+the comparison's to handle; it stops the helper) and imports what the
+comparison's process imports (its ``sys.path``, not the working folder).
 
 Messages: one byte of kind (``B`` a pickled block with a ``csv(stack_mode)``
 method, ``R`` bytes to write as they are), eight of length (little-endian),
@@ -29,35 +33,51 @@ import subprocess
 import sys
 from typing import IO
 
+from tscore.errors import TscoreError
+
 log = logging.getLogger(__name__)
 
 _BLOCK, _RAW = b"B", b"R"
-_COMMAND = "from tscore.dump_compare.csv_helper import main; main()"
+# with -c the working folder comes first on the path: a ./numpy.py there must not be imported
+_COMMAND = (
+    "import sys\n"
+    "if sys.path and sys.path[0] == '':\n"
+    "    del sys.path[0]\n"
+    "from tscore.dump_compare.csv_helper import main\n"
+    "main()"
+)
 
 
-class CsvHelperError(RuntimeError):
-    """The helper process stopped before it had written every block."""
+class CsvHelperError(TscoreError, RuntimeError):
+    """The helper process stopped before it had written every block (what it wrote is incomplete)."""
 
 
 class CsvHelper:
-    """The comparison's side of the helper: start it, send it blocks in order, wait for it at the end."""
+    """The comparison's side of the helper: start it, send it blocks in order, check it wrote them all."""
 
-    def __init__(self, fd: int, stack_mode: bool) -> None:
+    def __init__(self, fd: int, stack_mode: bool, path: str) -> None:
         """Start the helper, writing at descriptor ``fd`` (flushed: the helper writes at its offset).
 
+        :param path: the CSV's name, for messages.
         :raises OSError: when the process cannot start (the caller renders the CSV itself).
         """
-        here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)  # this tscore
+        if not sys.executable:
+            raise OSError("no Python interpreter to start (sys.executable is empty)")
+        self.path = path
+        search = os.pathsep.join(p for p in sys.path if p)  # this process's packages, in its order
         self._process = subprocess.Popen(
             [sys.executable, "-c", _COMMAND, str(fd), "1" if stack_mode else "0"],
             stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
             pass_fds=(fd,),
-            env={**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"},
+            env={**os.environ, "PYTHONPATH": search, "OMP_NUM_THREADS": "1"},
+            start_new_session=True,  # a Ctrl-C at the terminal is this process's to handle
         )
-        assert self._process.stdin is not None
+        assert self._process.stdin is not None and self._process.stdout is not None
         self._pipe: IO[bytes] = self._process.stdin
-        log.debug("CSV helper process %d started", self._process.pid)
+        self._sent = 0
+        self._said: str | None = None
+        log.debug("CSV helper process %d started for %s", self._process.pid, path)
 
     def block(self, payload: bytes) -> None:
         """Send a pickled block for the helper to render and write."""
@@ -73,18 +93,20 @@ class CsvHelper:
             self._pipe.write(payload)
         except BrokenPipeError:
             raise CsvHelperError(self._failure()) from None
+        self._sent += 1
 
     def close(self) -> None:
-        """Wait for the helper to write what it was sent.
+        """Wait for the helper to write what it was sent, and check that it wrote every message.
 
-        :raises CsvHelperError: when it stopped with an error (what it wrote is incomplete).
+        :raises CsvHelperError: when it stopped early or with an error (what it wrote is incomplete).
         """
         try:
             self._pipe.close()
         except BrokenPipeError:
-            pass
-        if self._process.wait() != 0:
-            raise CsvHelperError(self._failure())
+            pass  # it stopped early: its report says how
+        report = self._report()
+        if self._process.returncode != 0 or report != f"wrote {self._sent}":
+            raise CsvHelperError(self._failure(report))
 
     def kill(self) -> None:
         """Stop the helper at once (the comparison was stopped)."""
@@ -93,13 +115,25 @@ class CsvHelper:
             self._pipe.close()
         except OSError:
             pass
-        self._process.wait()
+        self._report()
 
-    def _failure(self) -> str:
-        code = self._process.wait()
+    def _report(self) -> str:
+        """Read what the helper said at its end and wait for it (once: later calls give the same)."""
+        if self._said is None:
+            assert self._process.stdout is not None
+            self._said = self._process.stdout.read().decode("utf-8", "replace").strip()
+            self._process.stdout.close()
+            self._process.wait()
+        return self._said
+
+    def _failure(self, report: str | None = None) -> str:
+        if report is None:
+            report = self._report()
+        code = self._process.returncode
+        said = report or "nothing"
         return (
-            f"the CSV helper process ({sys.executable}, {__name__}) stopped with exit code {code} "
-            "before it had written every block; its error is above in the standard error"
+            f"the process writing {self.path} ({sys.executable}, {__name__}) stopped with exit code {code} "
+            f"after {said!r} of {self._sent} blocks sent; the CSV is incomplete and was not kept"
         )
 
 
@@ -110,13 +144,14 @@ def _read(stream: IO[bytes], size: int) -> bytes:
     return data
 
 
-def serve(fd: int, stack_mode: bool, source: IO[bytes]) -> None:
-    """Render and write every message of ``source`` at descriptor ``fd``, until the end of ``source``."""
+def serve(fd: int, stack_mode: bool, source: IO[bytes]) -> int:
+    """Render and write every message of ``source`` at descriptor ``fd``; return how many there were."""
+    count = 0
     with open(fd, "wb", closefd=False) as out:
         while True:
             head = source.read(9)
             if not head:
-                return
+                return count
             if len(head) != 9:
                 raise EOFError(f"a message's head stops after {len(head)} of 9 bytes")
             kind, size = head[:1], int.from_bytes(head[1:], "little")
@@ -127,8 +162,17 @@ def serve(fd: int, stack_mode: bool, source: IO[bytes]) -> None:
                 out.write(payload)
             else:
                 raise ValueError(f"unknown message kind {kind!r}")
+            count += 1
 
 
 def main() -> None:
-    """Serve the comparison that started this process: ``-c ... FD STACK_MODE``, blocks on standard input."""
-    serve(int(sys.argv[1]), sys.argv[2] == "1", sys.stdin.buffer)
+    """Serve the comparison that started this process: ``-c ... FD STACK_MODE``, blocks on standard input.
+
+    Says ``wrote N`` on standard output when every message was written, ``error: ...`` otherwise.
+    """
+    try:
+        count = serve(int(sys.argv[1]), sys.argv[2] == "1", sys.stdin.buffer)
+    except BaseException as exc:  # the comparison reads this and stops with it
+        print(f"error: {exc!r}", flush=True)
+        sys.exit(1)
+    print(f"wrote {count}", flush=True)

@@ -101,7 +101,8 @@ class DumpRowStream:
         self._inherited_rows = 0
         self.spool: Spool | None = None
         self._helper: CsvHelper | None = None  # renders the CSV of a big comparison (csv_helper)
-        self._no_helper = os.name != "posix"  # it is handed the CSV's descriptor
+        self._no_helper = not _helper_helps()
+        self._csv_path = csv_path
         self._out = atomic_stream(csv_path) if csv_path else None
         self._stream = self._out.__enter__() if self._out else None
         if self._stream is not None:
@@ -159,7 +160,7 @@ class DumpRowStream:
         assert self._stream is not None
         self._stream.flush()  # the helper writes on at the file's offset
         try:
-            self._helper = CsvHelper(self._stream.fileno(), self.stack_mode)
+            self._helper = CsvHelper(self._stream.fileno(), self.stack_mode, str(self._csv_path))
         except OSError as exc:  # the CSV is rendered here instead
             log.warning("the CSV helper process could not start (%s); the CSV is rendered in this one", exc)
             self._no_helper = True
@@ -245,8 +246,8 @@ class DumpRowStream:
         :raises CsvHelperError: when the helper process failed (the caller aborts).
         """
         if self._helper is not None:
-            helper, self._helper = self._helper, None
-            helper.close()
+            self._helper.close()  # raises if it did not write everything: abort() then stops it
+            self._helper = None
         if self._out is not None:
             out, self._out = self._out, None
             out.__exit__(None, None, None)
@@ -257,13 +258,21 @@ class DumpRowStream:
         :raises TargetPathError: naming the CSV, when ``error`` is the disk failing to take it.
         """
         if self._helper is not None:
-            helper, self._helper = self._helper, None
-            helper.kill()
+            self._helper.kill()
+            self._helper = None
         if self.spool is not None:
             self.spool.close()
         if self._out is not None:
             out, self._out = self._out, None
             out.__exit__(type(error), error, error.__traceback__)
+
+
+def _helper_helps() -> bool:
+    """Say whether a CSV helper process can help: on POSIX (it is handed a descriptor), with 2+ cores."""
+    if os.name != "posix":
+        return False
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return cores > 1
 
 
 def csv_block(

@@ -252,16 +252,16 @@ def _tscore_item(call: str, entry: Mapping[str, Any], folder: str) -> Item:
 
 def shape_of(value: Any) -> tuple[int, ...] | None:
     """Return a shape from a record: a list of whole numbers; None when the record holds anything else."""
-    try:
-        shape = tuple(value)
-        known = _SHAPES.get(shape)  # a dump repeats a few shapes many times: checked once, shared
-    except TypeError:  # not a list, or holding a list or dict
+    if value.__class__ is not list:
         return None
-    if known is not None:
+    shape = tuple(value)
+    try:
+        known = _SHAPES.get(shape)  # a dump repeats a few shapes many times: checked once, shared
+    except TypeError:  # holding a list or dict
+        return None
+    if known is not None and sum(shape).__class__ is int:  # not [1.0, 2.0] for (1, 2)
         return known
-    if not isinstance(value, list) or not all(
-        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape
-    ):
+    if not all(n.__class__ is int and n >= 0 for n in shape):
         return None
     if len(_SHAPES) < 4096:
         _SHAPES[shape] = shape

@@ -4,15 +4,16 @@ Two msprobe statistics dumps of 100,000 calls hold 300,000 values a side. Read
 the usual way, each value becomes an :class:`~tscore.dump_compare.sources.Item`,
 each pair a :class:`~tscore.dump_compare.rows.Row`, each call a
 :class:`~tscore.dump_compare.verdicts.CallVerdict`, and the CSV module formats
-every number: most of the time goes to objects. Past the rows a report keeps
-whole (:data:`tscore.compare.report.KEEP_ALL_ROWS`), the calls that agree are
-kept nowhere but in the CSV and the spool, so this lane reads their records
-straight into columns (names, dtypes, shapes, an (n, 4) array of max, min,
-mean and norm a side), computes the statistics' differences with numpy (the
-same :func:`~tscore.dump_compare.rows.statistics_differences` as every
-comparison), renders their CSV lines in one pass and spools the columns; their
-rows and verdicts are made only when the spool is read back
-(:meth:`LaneBlock.materialize`).
+every number: most of the time goes to objects. This lane reads the records
+of the calls that agree straight into columns (names, dtypes, shapes, an
+(n, 4) array of max, min, mean and norm a side), computes the statistics'
+differences with numpy (the same
+:func:`~tscore.dump_compare.rows.statistics_differences` as every comparison)
+and renders their CSV lines in one pass. While a report keeps every row (up to
+:data:`tscore.compare.report.KEEP_ALL_ROWS`) their rows and verdicts are made
+to be kept (:meth:`LaneBlock.materialize`); past that, the calls that agree
+are kept nowhere but in the CSV and the spool, which holds the columns and
+makes rows and verdicts only when it is read back.
 
 A call whose outputs differ, or whose record holds anything else (a module's
 parameters, an md5, a tensor file, a nested argument, a tensor with no or
@@ -38,7 +39,13 @@ from tscore.dump_compare.row_stream import csv_block, percent_cell, shape_cell
 from tscore.dump_compare.rows import Row, compare_items, same_value, statistics_differences, statistics_errors
 from tscore.dump_compare.sources import neutral_dtype_of, shape_of
 from tscore.dump_compare.streams import Records
-from tscore.dump_compare.verdicts import CallVerdict, ForwardErrors, judge_in_order, where_in_user_code
+from tscore.dump_compare.verdicts import (
+    CallVerdict,
+    ForwardErrors,
+    judge_in_order,
+    largest,
+    where_in_user_code,
+)
 
 Record = tuple[str, CallName, Any, Any]  # a call's record name, its name taken apart, both runs' bodies
 
@@ -127,7 +134,10 @@ class _Side:
             elif key == "input_kwargs":
                 if isinstance(value, Mapping):
                     for kwarg, inner in value.items():
-                        if not self.add(prefix + str(kwarg), str(kwarg), inner):
+                        path = str(kwarg)
+                        if not path or path.isdigit():  # named "" or like a position: the usual way
+                            return self._failed(start)
+                        if not self.add(prefix + path, path, inner):
                             return self._failed(start)
             elif key == "output":
                 outputs = value
@@ -387,11 +397,6 @@ def _shape(shape: tuple[int, ...] | None) -> str:
     return text
 
 
-def _largest(errors: Sequence[float | None]) -> float | None:
-    known = [e for e in errors if e is not None]
-    return max(known) if known else None
-
-
 def compare_block(
     records: Sequence[Record],
     start: int,
@@ -461,7 +466,7 @@ def compare_block(
         first, middle, end = spans
         key = ("target", name.prefix, name.api)
         saved = forward_errors.get(key, name.index) if name.direction == "backward" else None
-        input_error = _largest([*errors[first:middle], saved])
+        input_error = largest([*errors[first:middle], saved])
         output_error = max(errors[middle:end])
         if name.direction == "forward":
             forward_errors.put(

@@ -98,7 +98,8 @@ def is_parameter(api: str, direction: str, role: str, path: str) -> bool:
     return head in _PARAMETER_KEYWORDS or (head.isdigit() and head != "0")
 
 
-def _largest(errors: Sequence[float | None]) -> float | None:
+def largest(errors: Sequence[float | None]) -> float | None:
+    """Return the largest error known (None entries are unknown); None when none is known."""
     known = [e for e in errors if e is not None]
     return max(known) if known else None
 
@@ -160,8 +161,8 @@ def _decide(
     direction = pair.target.name.direction
     inputs = [r for r in rows if r.role == "input"]
     outputs = [r for r in rows if r.role == "output"]
-    in_error = verdict["input_error"] = _largest([r.error for r in inputs] + [saved_error])
-    out_error = verdict["output_error"] = _largest([r.error for r in outputs])
+    in_error = verdict["input_error"] = largest([r.error for r in inputs] + [saved_error])
+    out_error = verdict["output_error"] = largest([r.error for r in outputs])
     bases = {r.basis for r in rows if r.basis != "none"}
     if "tensor" in bases and bases <= {"tensor", "value"}:
         verdict["basis"] = "tensor"
