@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tscore.dump_compare import compare_dumps, csv_helper, row_stream
+from tscore.dump_compare.verdicts import CallVerdict
 from tscore.json_members import read_members
 
 compare_module = importlib.import_module("tscore.dump_compare.compare")  # the package's compare() hides it
@@ -253,3 +254,104 @@ def test_names_spelled_apart_but_the_same_still_compare_in_step(dumps, tmp_path,
     monkeypatch.setattr(compare_module, "read_dump", None)  # in step: the whole reading is never asked
     report = compare_dumps(*dumps, None)
     assert report.first_error.target_call == f"Functional_conv2d_{OWN}_forward"
+
+
+def _entry(rnd: random.Random, name: str, shape: list[int], **more: object) -> dict:
+    return {
+        "name": name,
+        "type": "tensor",
+        "dtype": "float32",
+        "shape": shape,
+        "max": rnd.uniform(0.5, 2.0),
+        "min": rnd.uniform(-2.0, -0.5),
+        "mean": rnd.uniform(-0.1, 0.1),
+        "norm": rnd.uniform(5.0, 50.0),
+        **more,
+    }
+
+
+def write_tscore_dump(folder: Path, orig: bool) -> Path:
+    """A tscore dump.jsonl of what the recorder writes, and what differs between two runs."""
+    rnd = random.Random(11)
+    folder.mkdir(parents=True)
+    lines = []
+    for i in range(CALLS):
+        kind = i % 6
+        direction = "backward" if kind == 2 else "forward"
+        api = ("conv2d", "add", "relu", "cross_entropy", "linear", "dropout")[kind]
+        name = f"Functional_{api}_{i}_{direction}"
+        x = _entry(rnd, f"{name}_input.0", [2, 3])
+        w = _entry(rnd, f"{name}_input.1", [3, 3])
+        y = _entry(rnd, f"{name}_output" + (".0" if i % 12 == 0 else ""), [2, 3])  # a tuple of one
+        noise = rnd.uniform(-1e-7, 1e-7)  # drawn on both sides: the same draws after it
+        if orig:
+            y["max"] += noise
+        if orig and i == OWN:
+            y["max"] *= 1.5
+        inputs: list = [x, w]
+        if kind == 1:
+            inputs.append(
+                {"name": f"{name}_input.alpha", "type": "float", "value": 2.0 if orig and i == 7 else 1.5}
+            )
+            inputs.append({"name": f"{name}_input.out", "type": "None", "value": None})
+        elif kind == 3:
+            inputs[1] = {**w, "dtype": "int64", "max": 9, "min": 0}  # integer statistics: the usual way
+        elif kind == 4:
+            inputs[1] = {**w, "parameter": True}  # a kernel's weight: the usual way
+            if i == 10:
+                inputs[0] = {**x, "max": "inf", "min": "-inf", "mean": "nan"}  # as the writer spells them
+            if orig and i == 16:
+                inputs[0] = {**x, "dtype": "float16"}
+            if orig and i == 22:
+                inputs[0] = {**x, "shape": [6]}
+        elif kind == 5:
+            inputs[0] = {**x, "file": "tensors/x.npy"}  # a file: the usual way
+        record = {
+            "name": name,
+            "call": name,
+            "prefix": "Functional",
+            "api": api,
+            "index": i,
+            "direction": direction,
+            "module": f"layer{i % 3}" if kind != 5 else None,
+            "key": None,
+            "stack": i % 2,
+            "step": 0,
+            "rank": 0,
+            "inputs": inputs,
+            "outputs": [y] if kind != 2 else [y, _entry(rnd, f"{name}_output.1", [2])],
+        }
+        lines.append(json.dumps(record))
+    (folder / "dump.jsonl").write_text("\n".join(lines) + "\n")
+    stacks = [{"id": 0, "stack": ['File "train.py", line 3, in step, y = f(x, "a")']}, {"id": 1, "stack": []}]
+    (folder / "stack.jsonl").write_text("\n".join(json.dumps(s) for s in stacks) + "\n")
+    return folder
+
+
+@pytest.mark.parametrize("stack_mode", [False, True], ids=["plain", "stack_mode"])
+@pytest.mark.parametrize("kept", ["all rows kept", "calls that differ kept"])
+def test_tscore_dumps_are_read_as_columns_too(tmp_path, monkeypatch, stack_mode, kept):
+    dumps = (
+        write_tscore_dump(tmp_path / "npu" / "rank0", False),
+        write_tscore_dump(tmp_path / "bench" / "rank0", True),
+    )
+    monkeypatch.setattr(compare_module, "BLOCK_CALLS", 64)
+    if kept != "all rows kept":
+        monkeypatch.setattr(row_stream, "KEEP_ALL_ROWS", 300)
+        monkeypatch.setattr(row_stream, "MAX_FAILED_ROWS", 40)
+    seen = []
+    real = compare_module.compare_block
+
+    def counted(records, *args):
+        block = real(records, *args)
+        seen.append(sum(not isinstance(e, CallVerdict) for e in block.entries))
+        return block
+
+    monkeypatch.setattr(compare_module, "compare_block", counted)
+    lane = _compare(dumps, tmp_path / "lane", False, monkeypatch, stack_mode=stack_mode)
+    assert sum(seen) > CALLS / 3  # most calls went as columns
+    usual = _compare(dumps, tmp_path / "usual", True, monkeypatch, stack_mode=stack_mode)
+    _assert_same(lane, usual)
+    assert lane.first_error.target_call == f"Functional_conv2d_{OWN}_forward"
+    text = _files(lane)["compare"].decode()
+    assert "argument differs: 1.5 vs 2.0" in text and "dtypes differ: float32 vs float16" in text

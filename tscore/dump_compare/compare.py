@@ -21,7 +21,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tscore.dump.names import parse_name
 from tscore.dump_compare.api_names import api_table, neutral_calls
 from tscore.dump_compare.pairing import CallPair, pair_calls, pair_items
 from tscore.dump_compare.report import DumpCompareReport
@@ -187,7 +186,7 @@ def _call_blocks(target: DumpStream, orig: DumpStream) -> Iterator[list[CallPair
 
 @dataclass
 class _RecordBlock:
-    """A block of two msprobe dumps' records, in step, for :mod:`tscore.dump_compare.statistics_lane`."""
+    """A block of two dumps' records, in step, for :mod:`tscore.dump_compare.statistics_lane`."""
 
     records: list[Record]
     start: int  # the position of its first call in each dump
@@ -196,23 +195,26 @@ class _RecordBlock:
 
 
 def _record_blocks(target: DumpStream, orig: DumpStream) -> Iterator[_RecordBlock]:
-    """Read two msprobe dumps' records in step, a block at a time."""
+    """Read two dumps' records in step (msprobe's or tscore's, both of one format), a block at a time."""
     assert target.records is not None and orig.records is not None
-    both = itertools.zip_longest(target.records.each(), orig.records.each())
+    mine, theirs = target.records, orig.records
+    both = itertools.zip_longest(mine.each(), theirs.each())
     start = 0
     while True:
         block = []
         for a, b in both:
             if a is None or b is None or a[0] != b[0]:
                 raise _changed(target, orig, (a or b)[0])
-            name = parse_name(a[0])  # the same name on both sides: taken apart once
-            if name is not None:
+            name = mine.name(*a)
+            if theirs.format == "tscore" and theirs.name(*b) != name:  # named by its fields, not its name
+                raise _changed(target, orig, a[0])
+            if name is not None:  # msprobe's: the same name on both sides, taken apart once
                 block.append((a[0], name, a[1], b[1]))
                 if len(block) == BLOCK_CALLS:
                     break
         if not block:
             return
-        yield _RecordBlock(block, start, target.records, orig.records)
+        yield _RecordBlock(block, start, mine, theirs)
         start += len(block)
 
 

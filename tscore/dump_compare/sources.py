@@ -219,7 +219,7 @@ def _rank_of(folder: str) -> int | None:
 # ---------------------------------------------------------------- tscore
 
 
-def _split_entry_name(call: str, name: str) -> tuple[str, str]:
+def split_entry_name(call: str, name: str) -> tuple[str, str]:
     """Split a tensor's name into side and path: ``..._forward_input.0.1`` gives ``("input", "0.1")``."""
     rest = name[len(call) + 1 :] if name.startswith(call) else name.rpartition("_")[2]
     side, _, path = rest.partition(".")
@@ -228,7 +228,7 @@ def _split_entry_name(call: str, name: str) -> tuple[str, str]:
 
 def _tscore_item(call: str, entry: Mapping[str, Any], folder: str) -> Item:
     name = str(entry.get("name", ""))
-    role, path = _split_entry_name(call, name)
+    role, path = split_entry_name(call, name)
     if entry.get("parameter") and role == "input":  # a kernel's weight (tscore.dump.native): judged as one
         path = f"parameters.{path}"
     if entry.get("type") != "tensor":
@@ -312,11 +312,23 @@ def tscore_call(record: dict[str, Any], order: int, stacks: dict[int, list[str]]
 
     :raises KeyError, TypeError, ValueError: when the record lacks what names a call.
     """
+    return Call(
+        tscore_name(record),
+        order,
+        module=record.get("module"),
+        key=record.get("key"),
+        stack=stack_of(record, stacks),
+    )
+
+
+def tscore_name(record: dict[str, Any]) -> CallName:
+    """Return the call a tscore record names.
+
+    :raises KeyError, TypeError, ValueError: when the record lacks what names a call.
+    """
     name = CallName(record["prefix"], record["api"], int(record["index"]), record["direction"])
     str(record["name"])  # every record names itself; one that does not is left out
-    return Call(
-        name, order, module=record.get("module"), key=record.get("key"), stack=stack_of(record, stacks)
-    )
+    return name
 
 
 def tscore_source(folder: str, calls: list[Call]) -> DumpSource:

@@ -33,11 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from tscore.dump.names import MODULE_PREFIX, CallName
+from tscore.dump.names import CallName
 from tscore.dump_compare.pairing import CallPair, pair_items
 from tscore.dump_compare.row_stream import csv_block, percent_cell, shape_cell
 from tscore.dump_compare.rows import Row, compare_items, same_value, statistics_differences, statistics_errors
-from tscore.dump_compare.sources import neutral_dtype_of, shape_of
+from tscore.dump_compare.sources import neutral_dtype_of, shape_of, split_entry_name
 from tscore.dump_compare.streams import Records
 from tscore.dump_compare.verdicts import (
     CallVerdict,
@@ -52,7 +52,6 @@ Record = tuple[str, CallName, Any, Any]  # a call's record name, its name taken 
 _TENSOR = object()  # the value of a tensor row (a plain argument's row holds its value)
 _NAN4 = (float("nan"),) * 4
 _INDEXES = tuple(str(i) for i in range(256))
-_NO_STACK: list[str] = []
 
 
 @dataclass(slots=True)
@@ -109,7 +108,7 @@ class _Side:
         self.shapes.append(None)
         self.values.append(value)
 
-    def record(self, label: str, direction: str, body: Any) -> int:
+    def msprobe_record(self, label: str, direction: str, body: Any) -> int:
         """Append the values of one msprobe record; return how many are inputs, -1 when it is not plain.
 
         The rows are those the usual reading gives (``_fill_msprobe_call``): positional inputs
@@ -157,6 +156,53 @@ class _Side:
             self.paths[-1] = ""
         return inputs
 
+    def tscore_record(self, label: str, direction: str, body: Any) -> int:
+        """Append the values of one tscore record; return how many are inputs, -1 when it is not plain.
+
+        The rows are those the usual reading gives (``_fill_tscore_call``): each entry named as the
+        dump names it, its side and path taken from its name; a sole output's path is ``""``.
+        """
+        if body.__class__ is not dict:
+            return -1
+        start = len(self.names)
+        inputs, outputs = body.get("inputs", ()), body.get("outputs", ())
+        if inputs.__class__ not in (list, tuple) or outputs.__class__ not in (list, tuple):
+            return -1
+        for entries, role in ((inputs, "input"), (outputs, "output")):
+            for entry in entries:
+                if not self._tscore_entry(label, entry, role):
+                    return self._failed(start)
+        if len(outputs) == 1:
+            self.paths[-1] = ""
+        return len(inputs)
+
+    def _tscore_entry(self, label: str, entry: Any, role: str) -> bool:
+        if entry.__class__ is not dict:
+            return False
+        get = entry.get
+        name = get("name", "")
+        if name.__class__ is not str or get("parameter"):  # a kernel's weight: judged as a parameter
+            return False
+        side, path = split_entry_name(label, name)
+        if side != role:
+            return False
+        if get("type") != "tensor":
+            self._plain(str(get("type")), get("value"))
+        else:
+            high, low, mean, norm = get("max"), get("min"), get("mean"), get("norm")
+            if not high.__class__ is low.__class__ is mean.__class__ is norm.__class__ is float:
+                return False
+            if get("file") or get("md5").__class__ is str or get("error") is not None:
+                return False
+            dtype = get("dtype")
+            self.stats += (high, low, mean, norm)
+            self.dtypes.append(None if dtype is None else str(dtype))
+            self.shapes.append(shape_of(get("shape")))
+            self.values.append(_TENSOR)
+        self.names.append(name)
+        self.paths.append(path)
+        return True
+
     def _failed(self, start: int) -> int:
         self.cut(start)
         return -1
@@ -171,6 +217,7 @@ class LaneBlock:
     # the lane's calls (all agree: status ok)
     labels: list[str] = field(default_factory=list)  # ptdbg's spelling
     names: list[CallName] = field(default_factory=list)
+    modules: list[str | None] = field(default_factory=list)
     stacks: list[list[str]] = field(default_factory=list)
     spans: list[tuple[int, int, int]] = field(default_factory=list)  # first row, first output row, end
     input_errors: list[float | None] = field(default_factory=list)
@@ -197,10 +244,6 @@ class LaneBlock:
             return len(entry.rows)
         start, _, end = self.spans[entry]
         return end - start
-
-    def _module(self, index: int) -> str | None:
-        name = self.names[index]
-        return name.api.rpartition(".")[0] if name.prefix == MODULE_PREFIX else None
 
     def materialize(self) -> tuple[list[Row], list[CallVerdict]]:
         """Make every row and verdict, as the usual way makes them; verdicts index the rows."""
@@ -256,7 +299,7 @@ class LaneBlock:
                     self.names[entry].direction,
                     "name",
                     "ok",
-                    module=self._module(entry),
+                    module=self.modules[entry],
                     input_error=self.input_errors[entry],
                     output_error=self.output_errors[entry],
                     basis="statistics",
@@ -298,7 +341,7 @@ class LaneBlock:
             return []
         tails = ["ok,\r\n"] * count
         for entry, (start, _, end) in enumerate(self.spans):
-            module = self._module(entry)
+            module = self.modules[entry]
             tail = "ok," + _cell(module) if module else "ok,"
             if stack_mode:
                 stack = _cell("\n".join(self.stacks[entry]))
@@ -405,20 +448,21 @@ def compare_block(
     tolerance: float,
     forward_errors: ForwardErrors,
 ) -> LaneBlock:
-    """Compare a block of records of two msprobe statistics dumps whose calls have the same names.
+    """Compare a block of records of two statistics dumps of one format whose calls have the same names.
 
     :param start: the position of the block's first call in its dump.
     :param forward_errors: what each forward call saw and made, kept across blocks (updated).
     """
     mine, theirs = _Side(), _Side()
+    read = _Side.msprobe_record if target.format == "msprobe" else _Side.tscore_record
     lane: list[tuple[int, int, int, int]] = []  # a lane call's record index, first row, first output, end
     other: list[int] = []  # records that go the usual way
     for index, (label, name, target_body, orig_body) in enumerate(records):
         first = len(mine.names)
-        inputs = mine.record(label, name.direction, target_body)
+        inputs = read(mine, label, name.direction, target_body)
         if (
             inputs >= 0
-            and theirs.record(label, name.direction, orig_body) == inputs
+            and read(theirs, label, name.direction, orig_body) == inputs
             and len(theirs.names) == len(mine.names) > first + inputs  # an output to judge by
         ):
             lane.append((index, first, first + inputs, len(mine.names)))
@@ -456,8 +500,7 @@ def compare_block(
             other.append(index)  # a call that differs: judged with its rows, the usual way
     made = _usual_rows(records, sorted(other), start, target, orig, tolerance)
     block.rows = made.rows
-    stacks = target.stacks
-    for index, (label, name, _, _) in enumerate(records):
+    for index, (label, name, body, _) in enumerate(records):
         spans = agree.get(index)
         if spans is None:
             pair, indexes = made.calls[index]
@@ -475,7 +518,8 @@ def compare_block(
         block.entries.append(len(block.labels))
         block.labels.append(name.ptdbg)
         block.names.append(name)
-        block.stacks.append(stacks.get(label, _NO_STACK))
+        block.modules.append(target.module(name, body))
+        block.stacks.append(target.stack(label, body))
         block.spans.append(spans)
         block.input_errors.append(input_error)
         block.output_errors.append(output_error)

@@ -15,12 +15,13 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tscore.dump.names import CallName, parse_name
-from tscore.dump.reading import read_lines_at, read_stacks
+from tscore.dump.names import MODULE_PREFIX, CallName, parse_name
+from tscore.dump.reading import read_lines_at, read_stacks, stack_of
 from tscore.dump_compare.sources import (
     _READ_AT_ONCE,
     Call,
@@ -34,6 +35,7 @@ from tscore.dump_compare.sources import (
     msprobe_source,
     msprobe_tensors,
     tscore_call,
+    tscore_name,
     tscore_source,
 )
 
@@ -42,15 +44,18 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Records:
-    """An msprobe dump's records as they are written, for a comparison that reads them as columns.
+    """A dump's records as they are written, for a comparison that reads them as columns.
 
     :mod:`tscore.dump_compare.statistics_lane` reads most records itself and asks ``call``
     for the :class:`Call` of any other, made exactly as :attr:`DumpStream.calls` makes it.
     """
 
-    each: Callable[[], Iterator[tuple[str, Any]]]  # (record name, its body) in order, every record
+    format: str  # "msprobe" or "tscore": how a record holds its values
+    each: Callable[[], Iterator[tuple[str, Any]]]  # (record name, record) in order, every record
+    name: Callable[[str, Any], CallName | None]  # the call a record names; None: not a call (left out)
     call: Callable[[str, CallName, Any, int], Call]  # the call of one record, at its position
-    stacks: Mapping[str, list[str]]  # record name: stack lines
+    stack: Callable[[str, Any], list[str]]  # a record's stack lines
+    module: Callable[[CallName, Any], str | None]  # the module a record's call sits in, when known
 
 
 @dataclass
@@ -64,8 +69,8 @@ class DumpStream:
     calls: Callable[[], Iterator[Call]]  # each call with its values, in the same order
     close: Callable[[], None]
     records: Records | None = None  # msprobe's records as written (None: another format)
-    # every record's name as its bytes are written, when each has one: the lightest pass (msprobe)
-    raw_names: Callable[[], Iterator[bytes] | None] | None = None
+    # every record's name as its bytes are written (None: not every one has one): the lightest pass
+    raw_names: Callable[[], Iterator[Any] | None] | None = None
 
 
 def stream_dump(path: str) -> DumpStream | None:
@@ -104,29 +109,52 @@ def _stream_tscore(records_file: str) -> DumpStream:
     folder = os.path.dirname(records_file)
     stacks = read_stacks(folder)
 
-    def named() -> Iterator[tuple[Call, dict[str, Any]]]:
-        order = 0
+    def each() -> Iterator[tuple[str, Any]]:
         for record, _ in read_lines_at(records_file):
-            try:  # what read_dump requires of a record; it is left out the same way (read_dump logs it)
-                call = tscore_call(record, order, stacks)
-            except Exception:
-                continue
-            order += 1
-            yield call, record
+            yield (str(record.get("name", "")) if isinstance(record, dict) else ""), record
 
-    def labels() -> Iterator[str]:
-        return (call.label for call, _ in named())
+    def name(label: str, record: Any) -> CallName | None:
+        try:  # what read_dump requires of a record; it is left out the same way (read_dump logs it)
+            return tscore_name(record)
+        except Exception:
+            return None
+
+    def call(label: str, named: CallName, record: Any, order: int) -> Call:
+        made = tscore_call(record, order, stacks)
+        try:
+            _fill_tscore_call(made, str(record["name"]), record, folder)
+        except Exception as exc:
+            log.warning("%s: the values of %s could not be read: %r", records_file, made.label, exc)
+            made.inputs, made.outputs = [], []
+        return made
 
     def calls() -> Iterator[Call]:
-        for call, record in named():
-            try:
-                _fill_tscore_call(call, str(record["name"]), record, folder)
-            except Exception as exc:
-                log.warning("%s: the values of %s could not be read: %r", records_file, call.label, exc)
-                call.inputs, call.outputs = [], []
-            yield call
+        named = ((label, name(label, record), record) for label, record in each())
+        return itertools.starmap(call, ((*r, order) for order, r in enumerate(r for r in named if r[1])))
 
-    return DumpStream(tscore_source(folder, []), labels, labels, calls, lambda: None)
+    def labels() -> Iterator[str]:
+        named = (name(label, record) for label, record in each())
+        return (n.ptdbg for n in named if n is not None)
+
+    def raw_names() -> Iterator[Any]:
+        with open(records_file, "rb") as stream:
+            for line in stream:
+                if line.strip():
+                    found = _TSCORE_NAME.match(line)
+                    yield found.group(1) if found else object()  # equal to nothing: decoded names decide
+
+    records = Records(
+        "tscore",
+        each,
+        name,
+        call,
+        lambda label, record: stack_of(record, stacks),
+        lambda named, record: record.get("module"),
+    )
+    return DumpStream(tscore_source(folder, []), labels, labels, calls, lambda: None, records, raw_names)
+
+
+_TSCORE_NAME = re.compile(rb'\s*\{"name":\s*"((?:[^"\\]|\\.)*)"')  # the writer puts a record's name first
 
 
 def _stream_msprobe(records_file: str) -> DumpStream | None:
@@ -147,6 +175,9 @@ def _stream_msprobe(records_file: str) -> DumpStream | None:
     def each() -> Iterator[tuple[str, Any]]:
         return ((label, body) for label, body, _ in members.with_spans(keep_damaged=True))
 
+    def module(name: CallName, body: Any) -> str | None:
+        return name.api.rpartition(".")[0] if name.prefix == MODULE_PREFIX else None  # as msprobe_call
+
     def call(label: str, name: CallName, body: Any, order: int) -> Call:
         made = msprobe_call(name, label, order, stacks)
         fill_msprobe_record(made, label, body, tensors, records_file)  # False: logged, no values
@@ -162,5 +193,12 @@ def _stream_msprobe(records_file: str) -> DumpStream | None:
         members.close()
         raise
     source = msprobe_source(folder, head, [], md5)
-    records = Records(each, call, stacks)
+    records = Records(
+        "msprobe",
+        each,
+        lambda label, body: parse_name(label),
+        call,
+        lambda label, body: stacks.get(label, []),
+        module,
+    )
     return DumpStream(source, labels, members.keys, calls, members.close, records, members.raw_keys)
