@@ -355,3 +355,15 @@ def test_tscore_dumps_are_read_as_columns_too(tmp_path, monkeypatch, stack_mode,
     assert lane.first_error.target_call == f"Functional_conv2d_{OWN}_forward"
     text = _files(lane)["compare"].decode()
     assert "argument differs: 1.5 vs 2.0" in text and "dtypes differ: float32 vs float16" in text
+
+
+def test_a_tscore_record_cut_short_is_paired_not_an_error(tmp_path, caplog):
+    """Names as written agree (the cut record still has its name); read, they do not: paired instead."""
+    target = write_tscore_dump(tmp_path / "npu" / "rank0", False)
+    orig = write_tscore_dump(tmp_path / "bench" / "rank0", True)
+    text = (target / "dump.jsonl").read_bytes()
+    (target / "dump.jsonl").write_bytes(text[:-40])  # the run was killed while writing its last record
+    report = compare_dumps(target, orig, None)
+    assert report.total_calls == CALLS and report.counts()["unpaired"] == 1
+    assert report.first_error.target_call == f"Functional_conv2d_{OWN}_forward"
+    assert "line 400 is incomplete" in caplog.text

@@ -163,8 +163,12 @@ def compare_streams(
     return report
 
 
-def _changed(target: DumpStream, orig: DumpStream, label: str) -> DumpReadError:
-    return DumpReadError(
+class NamesDiffer(DumpReadError):
+    """Two dumps compared in step whose calls stopped agreeing: they changed, or agreed only as written."""
+
+
+def _changed(target: DumpStream, orig: DumpStream, label: str) -> NamesDiffer:
+    return NamesDiffer(
         f"{target.source.path} or {orig.source.path} changed while it was compared (the calls no longer "
         f"agree at {label}); compare again once the runs are done"
     )
@@ -392,7 +396,12 @@ def _compare_folders(
                 if found is not None:
                     streams.append(found)
         if len(streams) == 2 and _opened(names_agree, *streams):  # the same calls: in step, nothing held
-            return compare_streams(*streams, stack_mode=stack_mode, **options)
+            try:
+                return compare_streams(*streams, stack_mode=stack_mode, **options)
+            except NamesDiffer:  # names the same as written, but one record was not whole (cut short)
+                if _opened(names_agree, *streams, False):
+                    raise  # the same calls, read whole: a dump changed while it was compared
+                log.info("dump compare: the calls differ once read; paired instead of compared in step")
     target = read_dump(*target_at, lazy=True)
     try:
         orig = read_dump(*orig_at, lazy=True)

@@ -89,14 +89,18 @@ def stream_dump(path: str) -> DumpStream | None:
     return None
 
 
-def names_agree(target: DumpStream, orig: DumpStream) -> bool:
+def names_agree(target: DumpStream, orig: DumpStream, as_written: bool = True) -> bool:
     """Say whether two dumps hold calls of the same names in the same order (stopping at the first not).
 
     Two dumps of one format compare their names as written; of two formats, in ptdbg's spelling.
+
+    :param as_written: first compare the names' bytes, without reading the records (a record that
+        is not whole still has its name: the comparison in step then finds the difference,
+        :class:`tscore.dump_compare.compare.NamesDiffer`, and asks again with False).
     """
     same = target.source.format == orig.source.format
     missing = object()
-    if same and target.raw_names is not None and orig.raw_names is not None:
+    if as_written and same and target.raw_names is not None and orig.raw_names is not None:
         mine, theirs = target.raw_names(), orig.raw_names()
         if mine is not None and theirs is not None:
             if all(x == y for x, y in itertools.zip_longest(mine, theirs, fillvalue=missing)):
