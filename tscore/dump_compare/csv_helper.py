@@ -10,7 +10,8 @@ current offset, on the machine's other core. A fresh interpreter (not a fork,
 not ``multiprocessing``): nothing of the caller's process is copied or
 imported again, whatever the caller's script does at import.
 
-The pipe's buffer is the only queue: when the helper lags, sending waits.
+A thread of the comparison feeds the pipe from a queue of a few blocks: when the
+helper lags that far, sending waits.
 At the end the helper says how many messages it wrote; when that is not every
 one sent (it stopped, or failed to write), :meth:`CsvHelper.close` raises
 with what it said, and the comparison drops the half-written CSV as on any
@@ -29,8 +30,10 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import queue
 import subprocess
 import sys
+import threading
 from typing import IO
 
 from tscore.errors import TscoreError
@@ -38,6 +41,7 @@ from tscore.errors import TscoreError
 log = logging.getLogger(__name__)
 
 _BLOCK, _RAW = b"B", b"R"
+_QUEUED = 4  # blocks waiting for the pipe, at most: a few megabytes
 # with -c the working folder comes first on the path: a ./numpy.py there must not be imported
 _COMMAND = (
     "import sys\n"
@@ -77,7 +81,26 @@ class CsvHelper:
         self._pipe: IO[bytes] = self._process.stdin
         self._sent = 0
         self._said: str | None = None
+        # a thread feeds the pipe, so that the comparison does not wait while the helper renders a block
+        self._queue: queue.Queue[tuple[bytes, bytes] | None] = queue.Queue(maxsize=_QUEUED)
+        self._broken: BaseException | None = None
+        self._pump = threading.Thread(target=self._feed, name="tscore-csv-helper", daemon=True)
+        self._pump.start()
         log.debug("CSV helper process %d started for %s", self._process.pid, path)
+
+    def _feed(self) -> None:
+        """Write each queued message to the pipe; once it breaks, take the rest without writing them."""
+        while (message := self._queue.get()) is not None:
+            if self._broken is None:
+                try:
+                    self._pipe.write(message[0])
+                    self._pipe.write(message[1])
+                except BaseException as exc:  # the helper stopped: close() or the next send says so
+                    self._broken = exc
+        try:
+            self._pipe.close()
+        except OSError:
+            pass
 
     def block(self, payload: bytes) -> None:
         """Send a pickled block for the helper to render and write."""
@@ -88,33 +111,29 @@ class CsvHelper:
         self._send(_RAW, data)
 
     def _send(self, kind: bytes, payload: bytes) -> None:
-        try:
-            self._pipe.write(kind + len(payload).to_bytes(8, "little"))
-            self._pipe.write(payload)
-        except BrokenPipeError:
-            raise CsvHelperError(self._failure()) from None
+        if self._broken is not None:
+            raise CsvHelperError(self._failure())
+        self._queue.put((kind + len(payload).to_bytes(8, "little"), payload))
         self._sent += 1
+
+    def _stop_feeding(self) -> None:
+        self._queue.put(None)
+        self._pump.join()
 
     def close(self) -> None:
         """Wait for the helper to write what it was sent, and check that it wrote every message.
 
         :raises CsvHelperError: when it stopped early or with an error (what it wrote is incomplete).
         """
-        try:
-            self._pipe.close()
-        except BrokenPipeError:
-            pass  # it stopped early: its report says how
+        self._stop_feeding()
         report = self._report()
-        if self._process.returncode != 0 or report != f"wrote {self._sent}":
+        if self._broken is not None or self._process.returncode != 0 or report != f"wrote {self._sent}":
             raise CsvHelperError(self._failure(report))
 
     def kill(self) -> None:
         """Stop the helper at once (the comparison was stopped)."""
         self._process.kill()
-        try:
-            self._pipe.close()
-        except OSError:
-            pass
+        self._stop_feeding()  # the pipe breaks: the thread takes what is left without writing it
         self._report()
 
     def _report(self) -> str:
