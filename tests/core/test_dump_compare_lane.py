@@ -12,7 +12,9 @@ tolerance, a dtype, a shape, a plain argument).
 
 from __future__ import annotations
 
+import csv
 import importlib
+import io
 import json
 import random
 from pathlib import Path
@@ -51,6 +53,8 @@ def _records(orig: bool) -> dict[str, dict]:
         kind = i % 8
         x, w, y = _tensor(rnd, [2, 3]), _tensor(rnd, [3, 3]), _tensor(rnd, [2, 3])
         noise = rnd.uniform(-1e-7, 1e-7)  # within the tolerance: the calls agree
+        if orig and i == 8:
+            x = {**x, "requires_grad": False}  # msprobe 26's Requires_grad columns say so
         if orig:
             y = {**y, "Max": y["Max"] + noise}
         if orig and i == OWN:
@@ -159,6 +163,14 @@ def test_the_lane_gives_what_comparing_call_by_call_gives(dumps, tmp_path, monke
         assert statuses[call].status in ("own", "unknown", "ok")  # judged the usual way, whatever it is
     assert b"dtypes differ: float32 vs float16" in _files(lane)["compare"]
     assert b"shapes differ ((4,) vs (2, 2))" in _files(lane)["compare"]
+    rows = list(csv.DictReader(io.StringIO(_files(lane)["compare"].decode())))
+    grads = {
+        r["NPU Name"]: (r["NPU Requires_grad"], r["Bench Requires_grad"], r["Requires_grad Consistent"])
+        for r in rows
+    }
+    assert grads["Functional.conv2d.8.forward.input.0"] == ("True", "False", "False")
+    assert grads["Functional.conv2d.8.forward.input.1"] == ("True", "True", "True")
+    assert grads["Functional.conv2d.8.forward.input.stride"] == ("N/A", "N/A", "N/A")  # a plain argument
 
 
 def test_a_helper_process_renders_the_csv_of_a_big_comparison(dumps, tmp_path, monkeypatch):
@@ -367,3 +379,15 @@ def test_a_tscore_record_cut_short_is_paired_not_an_error(tmp_path, caplog):
     assert report.total_calls == CALLS and report.counts()["unpaired"] == 1
     assert report.first_error.target_call == f"Functional_conv2d_{OWN}_forward"
     assert "line 400 is incomplete" in caplog.text
+
+
+def test_msprobe_26_requires_grad_columns_come_from_real_msprobe_dumps(tmp_path):
+    data = Path(__file__).parents[1] / "data" / "msprobe_26.2" / "statistics"
+    report = compare_dumps(
+        data / "perturbed" / "step0" / "rank0", data / "base" / "step0" / "rank0", tmp_path
+    )
+    rows = {r["NPU Name"]: r for r in csv.DictReader(io.StringIO(_files(report)["compare"].decode()))}
+    conv = "Functional.conv2d.0.forward"
+    cells = ("NPU Requires_grad", "Bench Requires_grad", "Requires_grad Consistent")
+    assert tuple(rows[f"{conv}.input.0"][c] for c in cells) == ("False", "False", "True")  # the data
+    assert tuple(rows[f"{conv}.input.1"][c] for c in cells) == ("True", "True", "True")  # the weight

@@ -267,6 +267,22 @@ class DumpRowStream:
             out.__exit__(type(error), error, error.__traceback__)
 
 
+_GRAD_CELLS = {
+    (a, b): [
+        "N/A" if a is None else str(a),
+        "N/A" if b is None else str(b),
+        "N/A" if a is None or b is None else str(a == b),
+    ]
+    for a in (True, False, None)
+    for b in (True, False, None)
+}
+
+
+def requires_grad_cells(target: bool | None, orig: bool | None) -> list[str]:
+    """Spell msprobe's requires_grad cells: each side's (``True``, ``False``, ``N/A``), and do they agree."""
+    return _GRAD_CELLS[(target, orig)]
+
+
 def _helper_helps() -> bool:
     """Say whether a CSV helper process can help: on POSIX (it is handed a descriptor), with 2+ cores."""
     if os.name != "posix":
@@ -324,7 +340,12 @@ def csv_block(
                 )
             cells += _numbers(row.target_stats)
             cells += _numbers(row.orig_stats)
-            cells += [row.accuracy, row.message, *tail]
+            cells += [
+                row.accuracy,
+                row.message,
+                *requires_grad_cells(row.target_requires_grad, row.orig_requires_grad),
+            ]
+            cells += tail
             if stack_mode:
                 cells.append("\n".join(verdict.stack) if position == 0 else "")
             writer.writerow(cells)
@@ -395,7 +416,8 @@ STATISTICS_COLUMNS = [
 ]
 MD5_COLUMNS = ["NPU MD5", "BENCH MD5"]
 SUMMARY_COLUMNS = [f"{side} {stat}" for side in ("NPU", "Bench") for stat in ("max", "min", "mean", "l2norm")]
-TAIL_COLUMNS = ["Accuracy Reached or Not", "Err_message", "Verdict", "Module"]
+GRAD_COLUMNS = ["NPU Requires_grad", "Bench Requires_grad", "Requires_grad Consistent"]  # msprobe 26's
+TAIL_COLUMNS = ["Accuracy Reached or Not", "Err_message", *GRAD_COLUMNS, "Verdict", "Module"]
 STACK_COLUMN = "NPU_Stack_Info"
 
 

@@ -67,6 +67,8 @@ class Row:
     # set for every row whose two sides have statistics, all at once, by statistics_errors
     stat_diff: list[float | None] | None = None
     stat_rel: list[float | None] | None = None
+    target_requires_grad: bool | None = None  # as the dumps say (msprobe's; None: not recorded)
+    orig_requires_grad: bool | None = None
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         """Pickle as the class and its values: a third of the time slots' generic way takes."""
@@ -276,6 +278,8 @@ def compare_items(
             target_stats=target.stats,
             orig_stats=orig.stats,
             basis="statistics",  # error and accuracy: statistics_errors, for all such rows at once
+            target_requires_grad=target.requires_grad,
+            orig_requires_grad=orig.requires_grad,
         )
     some = target if target is not None else orig
     assert some is not None
@@ -291,9 +295,16 @@ def compare_items(
             target_shape=target.shape,
             target_stats=target.stats,
             target_md5=target.md5,
+            target_requires_grad=target.requires_grad,
         )
     if orig is not None:
-        row.update(orig_dtype=orig.dtype, orig_shape=orig.shape, orig_stats=orig.stats, orig_md5=orig.md5)
+        row.update(
+            orig_dtype=orig.dtype,
+            orig_shape=orig.shape,
+            orig_stats=orig.stats,
+            orig_md5=orig.md5,
+            orig_requires_grad=orig.requires_grad,
+        )
     _judge_values(row, target, orig, use_tensors, tolerance, kernel, loader)
     return Row(**row)
 

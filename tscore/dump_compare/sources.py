@@ -58,6 +58,7 @@ class Item:
     file: str | None = None  # the tensor's file, when the dump holds tensors
     value: Any = None  # a plain argument's value
     error: str | None = None  # why the dump could not describe it
+    requires_grad: bool | None = None  # whether the tensor took part in autograd, when the dump says
 
     @property
     def slot(self) -> tuple[str, str]:
@@ -247,6 +248,7 @@ def _tscore_item(call: str, entry: Mapping[str, Any], folder: str) -> Item:
         file,
         None,
         error or (str(entry["error"]) if entry.get("error") is not None else None),
+        _flag(entry.get("requires_grad")),
     )
 
 
@@ -445,7 +447,12 @@ def _msprobe_tensor(role: str, path: str, name: str, value: dict[str, Any], tens
         file,
         None,
         error,
+        _flag(get("requires_grad")),
     )
+
+
+def _flag(value: Any) -> bool | None:
+    return value if value.__class__ is bool else None
 
 
 _NO_STATS = (None, None, None, None)

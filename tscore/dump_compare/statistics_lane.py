@@ -35,7 +35,7 @@ import numpy as np
 
 from tscore.dump.names import CallName
 from tscore.dump_compare.pairing import CallPair, pair_items
-from tscore.dump_compare.row_stream import csv_block, percent_cell, shape_cell
+from tscore.dump_compare.row_stream import csv_block, percent_cell, requires_grad_cells, shape_cell
 from tscore.dump_compare.rows import Row, compare_items, same_value, statistics_differences, statistics_errors
 from tscore.dump_compare.sources import neutral_dtype_of, shape_of, split_entry_name
 from tscore.dump_compare.streams import Records
@@ -64,10 +64,11 @@ class _Side:
     shapes: list[tuple[int, ...] | None] = field(default_factory=list)
     values: list[Any] = field(default_factory=list)
     stats: list[float] = field(default_factory=list)  # four a row (NaN for a plain argument)
+    grads: list[bool | None] = field(default_factory=list)  # requires_grad, when the dump says
 
     def cut(self, rows: int) -> None:
         """Drop every row after the first ``rows`` (a record that is not plain was half read)."""
-        for column in (self.names, self.paths, self.dtypes, self.shapes, self.values):
+        for column in (self.names, self.paths, self.dtypes, self.shapes, self.values, self.grads):
             del column[rows:]
         del self.stats[rows * 4 :]
 
@@ -85,6 +86,8 @@ class _Side:
             self.dtypes.append(neutral_dtype_of(str(get("dtype"))))
             self.shapes.append(shape_of(get("shape") or []))
             self.values.append(_TENSOR)
+            grad = get("requires_grad")
+            self.grads.append(grad if grad.__class__ is bool else None)
         elif value is None:
             self._plain("None", None)
         elif value.__class__ is list:
@@ -107,6 +110,7 @@ class _Side:
         self.dtypes.append(dtype)
         self.shapes.append(None)
         self.values.append(value)
+        self.grads.append(None)
 
     def msprobe_record(self, label: str, direction: str, body: Any) -> int:
         """Append the values of one msprobe record; return how many are inputs, -1 when it is not plain.
@@ -199,6 +203,8 @@ class _Side:
             self.dtypes.append(None if dtype is None else str(dtype))
             self.shapes.append(shape_of(get("shape")))
             self.values.append(_TENSOR)
+            grad = get("requires_grad")
+            self.grads.append(grad if grad.__class__ is bool else None)
         self.names.append(name)
         self.paths.append(path)
         return True
@@ -230,6 +236,8 @@ class LaneBlock:
     tensors: list[bool] = field(default_factory=list)
     errors: list[float] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
+    target_grads: list[bool | None] = field(default_factory=list)
+    orig_grads: list[bool | None] = field(default_factory=list)
     target_stats: np.ndarray = field(default_factory=lambda: np.empty((0, 4)))
     orig_stats: np.ndarray = field(default_factory=lambda: np.empty((0, 4)))
     diffs: np.ndarray = field(default_factory=lambda: np.empty((0, 4)))
@@ -284,12 +292,14 @@ class LaneBlock:
                             accuracy=accuracy,
                             stat_diff=diffs[i],
                             stat_rel=ratios[i],
+                            target_requires_grad=self.target_grads[i],
+                            orig_requires_grad=self.orig_grads[i],
                         )
                     )
                 else:
                     rows.append(
                         Row(name, name, role, self.paths[i], dtype, dtype, basis="value", error=error)
-                    )
+                    )  # a plain argument: requires_grad not recorded
                     rows[-1].accuracy, rows[-1].message = accuracy, self.messages[i]
             stack = self.stacks[entry]
             verdicts.append(
@@ -358,14 +368,18 @@ class LaneBlock:
         relative = list(map(",".join, zip(*(ratios[k::4] for k in range(4)), strict=True)))
         accuracy = ["No" if e > self.tolerance else "Yes" for e in self.errors]
         messages = [_cell(m) if m else "" for m in self.messages]
+        grads = [
+            ",".join(requires_grad_cells(*pair))
+            for pair in zip(self.target_grads, self.orig_grads, strict=True)
+        ]
         columns = [names, names, dtypes, dtypes, shapes, shapes, *(cells[k::12] for k in range(4)), relative]
-        columns += [*(cells[k::12] for k in range(4, 12)), accuracy, messages, tails]
+        columns += [*(cells[k::12] for k in range(4, 12)), accuracy, messages, grads, tails]
         lines = list(map(",".join, zip(*columns, strict=True)))
         na16 = ",".join(["N/A"] * 16)
         for i in [i for i, tensor in enumerate(self.tensors) if not tensor]:
             lines[i] = (
                 f"{names[i]},{names[i]},{dtypes[i]},{dtypes[i]},N/A,N/A,{na16},{accuracy[i]},{messages[i]},"
-                f"{tails[i]}"
+                f"{grads[i]},{tails[i]}"
             )
         return lines
 
@@ -551,6 +565,8 @@ def _lane_errors(target: _Side, orig: _Side, tensors: list[bool], tolerance: flo
         tensors=tensors,
         errors=errors,
         messages=messages,
+        target_grads=target.grads,
+        orig_grads=orig.grads,
         target_stats=a,
         orig_stats=b,
         diffs=diffs,
