@@ -76,6 +76,7 @@ HOOK_METHODS: dict[str, tuple[str | tuple[str, ...], ...]] = {
     "ts_tensor_stats": ("tensor_types", "tensor_stats"),
     "ts_tensor_key": ("tensor_types", "tensor_key"),
     "ts_tensor_abs_max": ("tensor_types", "tensor_abs_max"),
+    "ts_tensor_requires_grad": ("tensor_types", "tensor_requires_grad"),
     "ts_device_overflow": ("device_overflow",),
     "ts_kernel_dump": ("kernel_dump",),
     "ts_native_dump": ("native_dump",),
@@ -260,6 +261,10 @@ class Backend:
         """Answer ``ts_tensor_abs_max``: the largest |x| on the tensor's device (NaN, inf when present)."""
         raise NotImplementedError
 
+    def tensor_requires_grad(self, tensor: Any) -> bool | None:
+        """Answer ``ts_tensor_requires_grad``: does the tensor take part in autograd (None: unknown)."""
+        raise NotImplementedError
+
     def device_overflow(self) -> bool | None:
         """Answer ``ts_device_overflow``: was the device's overflow flag raised (then lower it)."""
         raise NotImplementedError
@@ -441,6 +446,11 @@ class Backend:
     def ts_tensor_key(self, tensor: object) -> Any:
         """Say when one of your tensors may have changed."""
         return self.tensor_key(tensor) if self.owns_tensor(tensor) else None
+
+    @hookimpl
+    def ts_tensor_requires_grad(self, tensor: object) -> bool | None:
+        """Say whether one of your tensors takes part in autograd."""
+        return self.tensor_requires_grad(tensor) if self.owns_tensor(tensor) else None
 
     @hookimpl
     def ts_device_overflow(self) -> bool | None:

@@ -553,6 +553,17 @@ def ts_tensor_key(tensor: object) -> object | None:
 
 
 @hookspec(firstresult=True)
+def ts_tensor_requires_grad(tensor: object) -> bool | None:
+    """Say whether ``tensor`` takes part in autograd (torch's ``requires_grad``), or ``None`` when unknown.
+
+    ``firstresult``: return ``None`` for tensors that are not yours, and for yours when
+    your framework does not say (a MindSpore tensor that is not a ``Parameter``). The dump
+    writes it in each tensor's record, as msprobe does, and the dump comparison shows both
+    runs' values and whether they agree (``Requires_grad Consistent``).
+    """
+
+
+@hookspec(firstresult=True)
 def ts_current_rank() -> int | None:
     """Return this process's rank in distributed training, or ``None`` when your framework cannot tell.
 

@@ -280,3 +280,14 @@ def test_at_l1_no_parameter_is_hooked_and_no_gradient_is_kept(tmp_path) -> None:
     grad_fn(Tensor(np.ones((1, 3, 6, 6), np.float32)))
     debugger.stop()
     assert net not in CAPTURED_GRADS  # nothing hooked, nothing held after stop()
+
+
+def test_a_parameter_is_recorded_as_requiring_grad_and_a_plain_tensor_says_nothing(tmp_path) -> None:
+    weight = ms.Parameter(Tensor(np.ones((4, 2), np.float32)), name="w")
+    x = Tensor(np.ones((3, 4), np.float32))
+    with ts.dump.Debugger(task="statistics", dump_path=str(tmp_path)):
+        ops.matmul(x, weight)
+    (record,) = records(tmp_path)
+    data, param = record["inputs"]
+    assert param["requires_grad"] is True and "requires_grad" not in data  # MindSpore does not say
+    assert "requires_grad" not in record["outputs"][0]

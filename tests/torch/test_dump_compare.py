@@ -132,6 +132,12 @@ def test_real_msprobe_dumps_compare_with_each_other_and_with_tscore(tmp_path, ta
     ]
     if task == "tensor":  # values read from msprobe's .pt files and tscore's .npy files
         assert sum(r.basis == "tensor" for r in same.rows) >= 30
+    # requires_grad as msprobe records it: tscore's dump says the same of every tensor both have
+    grads = [
+        (r.target_requires_grad, r.orig_requires_grad) for r in same.rows if r.orig_requires_grad is not None
+    ]
+    assert len(grads) >= 20 and all(a == b for a, b in grads if a is not None)
+    assert {b for _, b in grads} == {True, False}  # the data (False) and the weights and activations (True)
     crossed = compare_dumps(perturbed, ours)
     assert crossed.first_error is not None and crossed.first_error.status == "weights"
 

@@ -81,6 +81,7 @@ class TensorOps:
         self._backend = backend
         self._dtypes: dict[str, str] = {}
         self._abs_max = backend is not None and backend.implements("ts_tensor_abs_max")
+        self._grad = backend is not None and backend.implements("ts_tensor_requires_grad")
 
     def dtype(self, tensor: Any) -> str:
         """Return the neutral dtype name."""
@@ -126,6 +127,14 @@ class TensorOps:
         else:
             found = self._backend.tensor_abs_max(tensor)
         return None if found is None else float(found)
+
+    def requires_grad(self, tensor: Any) -> bool | None:
+        """Return whether the tensor takes part in autograd; None when its backend does not say."""
+        if self._backend is None or not self._grad:
+            found = hook().ts_tensor_requires_grad(tensor=tensor)
+        else:
+            found = self._backend.tensor_requires_grad(tensor)
+        return found if isinstance(found, bool) else None
 
     def key(self, tensor: Any) -> Any:
         """Return an identity of the tensor's current contents, or None when the backend gives none."""
@@ -575,6 +584,9 @@ class DumpRecorder:
                 "shape": [int(d) for d in tensor.shape],
                 "device": ops.device(tensor),
             }
+            grad = ops.requires_grad(tensor)
+            if grad is not None:
+                entry["requires_grad"] = grad
             known = self._seen_entry(tensor, ops, written=side == "output")
             if known.stats is _MISSING:
                 known.stats = ops.stats(tensor)

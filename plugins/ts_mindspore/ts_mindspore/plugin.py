@@ -245,6 +245,12 @@ class MindSporeBackend(Backend):
             # four 0-d tensors: ops.stack goes through a slow PyNative path (3 ms a call here)
             return t.max(), t.min(), t.mean(), (t * t).sum().sqrt()
 
+    def tensor_requires_grad(self, tensor: Any) -> bool | None:
+        """Return a ``Parameter``'s ``requires_grad``; None for other tensors (MindSpore does not say)."""
+        import mindspore as ms
+
+        return bool(tensor.requires_grad) if isinstance(tensor, ms.Parameter) else None
+
     def tensor_abs_max(self, tensor: Any) -> Any:
         """Return the largest |x| (NaN, inf kept): a float on CPU, else a 0-d tensor; None: not floating."""
         import mindspore as ms

@@ -214,6 +214,10 @@ class TorchBackend(Backend):
         low, high = torch.aminmax(t)
         return high, low, t.sum() / count, torch.linalg.vector_norm(t)  # sum / count: faster than mean
 
+    def tensor_requires_grad(self, tensor: Any) -> bool | None:
+        """Return ``tensor.requires_grad``."""
+        return bool(tensor.requires_grad)
+
     def tensor_abs_max(self, tensor: Any) -> Any:
         """Return the largest |x| as a float: one ``aminmax`` on the tensor's device, NaN and inf kept.
 
