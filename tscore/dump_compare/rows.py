@@ -289,22 +289,14 @@ def compare_items(
         "role": some.role,
         "path": some.path,
     }
-    if target is not None:
-        row.update(
-            target_dtype=target.dtype,
-            target_shape=target.shape,
-            target_stats=target.stats,
-            target_md5=target.md5,
-            target_requires_grad=target.requires_grad,
-        )
-    if orig is not None:
-        row.update(
-            orig_dtype=orig.dtype,
-            orig_shape=orig.shape,
-            orig_stats=orig.stats,
-            orig_md5=orig.md5,
-            orig_requires_grad=orig.requires_grad,
-        )
+    for side, item in (("target", target), ("orig", orig)):
+        if item is not None:
+            row[f"{side}_dtype"], row[f"{side}_shape"], row[f"{side}_stats"] = (
+                item.dtype,
+                item.shape,
+                item.stats,
+            )
+            row[f"{side}_md5"], row[f"{side}_requires_grad"] = item.md5, item.requires_grad
     _judge_values(row, target, orig, use_tensors, tolerance, kernel, loader)
     return Row(**row)
 
