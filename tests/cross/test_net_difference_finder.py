@@ -348,3 +348,58 @@ def test_tscore_diff_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "cannot import 'no_such_module'" in capsys.readouterr().err
     assert main(["diff", f"{twin}:reference", f"{twin}:bad", "--input", "2,3,16,16", "--json", "-"]) == 1
     assert '"first_divergence"' in capsys.readouterr().out
+
+
+class MsResidualRenamed(mnn.Cell):
+    """A port that renames its first layer (``first`` for ``fc1``): it finds no twin, and its weights none."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = mnn.Dense(8, 8)
+        self.fc2 = mnn.Dense(8, 8)
+
+    def construct(self, x: ms.Tensor) -> ms.Tensor:
+        return self.fc2(mint.nn.functional.relu(self.first(x)) + x)
+
+
+def test_a_container_holding_a_layer_with_no_twin_is_never_blamed_for_its_own_code() -> None:
+    torch.manual_seed(0)
+    report = find(TorchResidual(), MsResidualRenamed(), (((4, 8), np.float32),), locate=True)
+    first = report.first_divergence
+    assert first is not None and first.orig_path == "" and first.where == ""
+    assert "fc1" in report.unpaired["orig"] and "first" in report.unpaired["target"]
+    verdict = report.verdict()
+    assert "in its own code" not in verdict
+    assert "not localised further: 1 layer(s) inside it found no twin (fc1)" in verdict
+    assert "pass weight_map=" in verdict
+
+
+class TorchActivated(tnn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = tnn.Linear(8, 8)
+        self.act = tnn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.fc(x))
+
+
+class MsActivatedOtherwise(mnn.Cell):
+    """A port whose activation is another one under another name: paired by order, and said so."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = mnn.Dense(8, 8)
+        self.activation = mnn.GELU()
+
+    def construct(self, x: ms.Tensor) -> ms.Tensor:
+        return self.activation(self.fc(x))
+
+
+def test_a_layer_paired_with_one_of_another_kind_says_so() -> None:
+    torch.manual_seed(0)
+    report = find(TorchActivated(), MsActivatedOtherwise(), (((4, 8), np.float32),), locate=True)
+    row = next(r for r in report.layers if r.orig_path == "act")
+    assert row.target_path == "activation" and row.paired_by == "order"
+    assert row.note.startswith("paired with a layer of another kind (relu / gelu), by order")
+    assert report.first_divergence is not None and report.first_divergence.orig_path == "act"

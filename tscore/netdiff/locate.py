@@ -191,8 +191,37 @@ class _Compared:
     outputs_agree: bool
     inputs_agree: bool
     has_paired_children: bool
+    unpaired_inside: list[str] = field(default_factory=list)  # layers inside it that found no twin
     replayed: object = None
     replay_error: str = ""
+
+
+def _unlocalised(entry: _Compared) -> str:
+    """Why a container's difference cannot be placed in its own code: layers inside it found no twin."""
+    missing = entry.unpaired_inside
+    if not missing:
+        return ""
+    names = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
+    return (
+        f"{len(missing)} layer(s) inside it found no twin ({names}), so the difference may be in one of "
+        "them; pass weight_map= (get_weight_map with custom_name_func=) or give the layers the same "
+        "names, so that they pair"
+    )
+
+
+def _unpaired_inside(calls: Sequence[LayerCall], paired: set[str]) -> dict[int, list[str]]:
+    """For each orig call, the paths of the layers called inside it that found no twin (outermost first)."""
+    inside: dict[int, list[str]] = {}
+    for call in calls:
+        if call.path in paired:
+            continue
+        parent = call.parent
+        while parent is not None:
+            found = inside.setdefault(parent, [])
+            if call.path not in found:
+                found.append(call.path)
+            parent = calls[parent].parent
+    return inside
 
 
 def _replay_into(entry: _Compared, target_objects: dict[str, object], labels: Labels) -> None:
@@ -224,6 +253,7 @@ def locate(
         "orig": sorted({c.path for c in orig_run.calls if c.path not in by_orig}),
         "target": sorted({c.path for c in target_run.calls if c.path not in paired_target}),
     }
+    unpaired_inside = _unpaired_inside(orig_run.calls, set(by_orig))
     entries: list[_Compared] = []
     ordered = sorted((c for c in orig_run.calls if c.end is not None), key=lambda c: c.end or 0)
     for call in ordered:
@@ -239,6 +269,8 @@ def locate(
             "paired_by": pair.paired_by,
             "settings": setting_diffs(pair),
         }
+        kinds = pair.orig.kind, pair.target.kind
+        other_kind = f"paired with a layer of another kind ({kinds[0]} / {kinds[1]}), by {pair.paired_by}"
         target_call = target_calls.get((pair.target.path, call.index))
         if target_call is None or target_call.end is None:
             location.rows.append(
@@ -248,6 +280,8 @@ def locate(
             )
             continue
         out_rows, notes = _compare_outputs(call.output, target_call.output, tol, labels)
+        if kinds[0] and kinds[1] and kinds[0] != kinds[1]:
+            notes.insert(0, other_kind)
         inputs_agree, inherited = _input_error(call, target_call, tol)
         if inherited is None:
             notes.append("the layers' inputs do not line up (number or sizes of tensors)")
@@ -267,6 +301,7 @@ def locate(
             outputs_agree=all(r.passed for r in out_rows),
             inputs_agree=inputs_agree,
             has_paired_children=any(by_orig.get(orig_run.calls[child].path) for child in call.children),
+            unpaired_inside=unpaired_inside.get(call.start, []),
         )
         entries.append(entry)
         if not entry.outputs_agree and not entry.has_paired_children:
@@ -317,8 +352,13 @@ def _judge(
             while parent is not None:
                 diverging_inside.add(parent)
                 parent = calls[parent].parent
+            unlocalised = _unlocalised(entry) if entry.has_paired_children else ""
+            if unlocalised:  # never "its own code" while a layer inside it is not compared
+                row.note = "; ".join(filter(None, [row.note, unlocalised]))
             if location.first is None:
                 location.first = _divergence(row, call, done, calls, entry.has_paired_children)
+                if unlocalised:
+                    location.first.where, location.first.unlocalised = "", unlocalised
 
 
 def _divergence(

@@ -115,6 +115,9 @@ class Divergence(BaseModel):
     )
     shapes: str = Field(default="", description="when the outputs' shapes differ: both shapes")
     settings: list[SettingDiff] = Field(default_factory=list)
+    unlocalised: str = Field(
+        default="", description="why the difference could not be placed further inside it (unpaired layers)"
+    )
 
     def line(self, labels: Labels = ("orig", "target")) -> str:
         """``first divergence: features.3 (MaxPool2d / MaxPool2d): own error 2.0, inherited 0.0``."""
@@ -123,6 +126,8 @@ class Divergence(BaseModel):
         text = f"first divergence: {label}: {own}, inherited {short(self.inherited_error)}"
         if self.where:
             text += f"; in its own code, {self.where}"
+        if self.unlocalised:
+            text += f"; not localised further: {self.unlocalised}"
         if self.settings:
             text += "; settings differ: " + ", ".join(s.text(labels) for s in self.settings)
         return text
