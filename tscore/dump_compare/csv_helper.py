@@ -12,7 +12,7 @@ imported again, whatever the caller's script does at import.
 
 A thread of the comparison feeds the pipe from a queue of a few blocks: when the
 helper lags that far, sending waits.
-At the end the helper says how many messages it wrote; when that is not every
+At the end the helper says how many messages it wrote, on a pipe of its own; when that is not every
 one sent (it stopped, or failed to write), :meth:`CsvHelper.close` raises
 with what it said, and the comparison drops the half-written CSV as on any
 error. A helper that cannot start leaves the rendering to the comparison's
@@ -69,15 +69,22 @@ class CsvHelper:
             raise OSError("no Python interpreter to start (sys.executable is empty)")
         self.path = path
         search = os.pathsep.join(p for p in sys.path if p)  # this process's packages, in its order
-        self._process = subprocess.Popen(
-            [sys.executable, "-c", _COMMAND, str(fd), "1" if stack_mode else "0"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            pass_fds=(fd,),
-            env={**os.environ, "PYTHONPATH": search, "OMP_NUM_THREADS": "1"},
-            start_new_session=True,  # a Ctrl-C at the terminal is this process's to handle
-        )
-        assert self._process.stdin is not None and self._process.stdout is not None
+        said, says = os.pipe()  # the helper's report at its end: a pipe of its own, not its stdout
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-c", _COMMAND, str(fd), "1" if stack_mode else "0", str(says)],
+                stdin=subprocess.PIPE,
+                pass_fds=(fd, says),
+                env={**os.environ, "PYTHONPATH": search, "OMP_NUM_THREADS": "1"},
+                start_new_session=True,  # a Ctrl-C at the terminal is this process's to handle
+            )
+        except BaseException:
+            os.close(said)
+            raise
+        finally:
+            os.close(says)
+        self._said_pipe: IO[bytes] = os.fdopen(said, "rb")
+        assert self._process.stdin is not None
         self._pipe: IO[bytes] = self._process.stdin
         self._sent = 0
         self._said: str | None = None
@@ -139,9 +146,8 @@ class CsvHelper:
     def _report(self) -> str:
         """Read what the helper said at its end and wait for it (once: later calls give the same)."""
         if self._said is None:
-            assert self._process.stdout is not None
-            self._said = self._process.stdout.read().decode("utf-8", "replace").strip()
-            self._process.stdout.close()
+            self._said = self._said_pipe.read().decode("utf-8", "replace").strip()
+            self._said_pipe.close()
             self._process.wait()
         return self._said
 
@@ -185,13 +191,15 @@ def serve(fd: int, stack_mode: bool, source: IO[bytes]) -> int:
 
 
 def main() -> None:
-    """Serve the comparison that started this process: ``-c ... FD STACK_MODE``, blocks on standard input.
+    """Serve the comparison that started this process: ``-c ... FD STACK_MODE REPORT_FD``, blocks on stdin.
 
-    Says ``wrote N`` on standard output when every message was written, ``error: ...`` otherwise.
+    Writes ``wrote N`` at descriptor REPORT_FD when every message was written, ``error: ...`` otherwise.
     """
-    try:
-        count = serve(int(sys.argv[1]), sys.argv[2] == "1", sys.stdin.buffer)
-    except BaseException as exc:  # the comparison reads this and stops with it
-        print(f"error: {exc!r}", flush=True)
-        sys.exit(1)
-    print(f"wrote {count}", flush=True)
+    with open(int(sys.argv[3]), "w", encoding="utf-8") as report:  # read by the comparison alone
+        try:
+            count = serve(int(sys.argv[1]), sys.argv[2] == "1", sys.stdin.buffer)
+        except BaseException as exc:  # the comparison reads this and stops with it
+            report.write(f"error: {exc!r}")
+            report.close()
+            sys.exit(1)
+        report.write(f"wrote {count}")
