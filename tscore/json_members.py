@@ -197,7 +197,7 @@ class Members:
     _end: int  # its closing brace (or the end of the file, cut short)
     _separators: np.ndarray  # the commas between its members
     complete: bool = True  # False when the document was cut short
-    _colons: np.ndarray | None = None  # the colons after its members' names (one a member)
+    _colons: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.intp))  # after members' names
 
     def __iter__(self) -> Iterator[tuple[str, Any]]:
         """Yield ``(key, value)`` in document order, :data:`BATCH_BYTES` of text parsed at a time."""
@@ -234,7 +234,7 @@ class Members:
         member that is not JSON): use :meth:`keys`.
         """
         colons = self._colons
-        if not self.complete or colons is None or colons.size != self._separators.size + 1:
+        if not self.complete or colons.size != self._separators.size + 1:
             return None
         starts = np.r_[self._start, self._separators + 1]
         ends = np.r_[self._separators, self._end]

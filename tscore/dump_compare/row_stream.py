@@ -268,17 +268,17 @@ class DumpRowStream:
 
 
 _GRAD_CELLS = {
-    (a, b): [
+    (a, b): (
         "N/A" if a is None else str(a),
         "N/A" if b is None else str(b),
         "N/A" if a is None or b is None else str(a == b),
-    ]
+    )
     for a in (True, False, None)
     for b in (True, False, None)
 }
 
 
-def requires_grad_cells(target: bool | None, orig: bool | None) -> list[str]:
+def requires_grad_cells(target: bool | None, orig: bool | None) -> tuple[str, str, str]:
     """Spell msprobe's requires_grad cells: each side's (``True``, ``False``, ``N/A``), and do they agree."""
     return _GRAD_CELLS[(target, orig)]
 

@@ -221,7 +221,6 @@ class LaneBlock:
     entries: list[int | CallVerdict]  # in call order: a lane call's index, or another call's verdict
     rows: list[Row]  # the other calls' rows (their verdicts index these)
     # the lane's calls (all agree: status ok)
-    labels: list[str] = field(default_factory=list)  # ptdbg's spelling
     names: list[CallName] = field(default_factory=list)
     modules: list[str | None] = field(default_factory=list)
     stacks: list[list[str]] = field(default_factory=list)
@@ -304,8 +303,8 @@ class LaneBlock:
             stack = self.stacks[entry]
             verdicts.append(
                 CallVerdict(
-                    self.labels[entry],
-                    self.labels[entry],
+                    self.names[entry].ptdbg,
+                    self.names[entry].ptdbg,
                     self.names[entry].direction,
                     "name",
                     "ok",
@@ -521,16 +520,10 @@ def compare_block(
             block.entries.append(judge_in_order(pair, made.rows, indexes, tolerance, forward_errors))
             continue
         first, middle, end = spans
-        key = ("target", name.prefix, name.api)
-        saved = forward_errors.get(key, name.index) if name.direction == "backward" else None
-        input_error = largest([*errors[first:middle], saved])
+        input_error = largest([*errors[first:middle], forward_errors.saved("target", name)])
         output_error = max(errors[middle:end])
-        if name.direction == "forward":
-            forward_errors.put(
-                key, name.index, output_error if input_error is None else max(input_error, output_error)
-            )
-        block.entries.append(len(block.labels))
-        block.labels.append(name.ptdbg)
+        forward_errors.keep("target", name, input_error, output_error)
+        block.entries.append(len(block.names))
         block.names.append(name)
         block.modules.append(target.module(name, body))
         block.stacks.append(target.stack(label, body))

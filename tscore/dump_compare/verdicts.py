@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tscore.dump.names import CallName
 from tscore.dump_compare.pairing import CallPair
 from tscore.dump_compare.rows import Row
 
@@ -230,6 +231,17 @@ class ForwardErrors:
         else:
             self._far[(*key, index)] = value
 
+    def saved(self, side: str, name: CallName) -> float | None:
+        """For a backward call of ``side``, the error its forward call saw and made; None for another."""
+        if name.direction != "backward":
+            return None
+        return self.get((side, name.prefix, name.api), name.index)
+
+    def keep(self, side: str, name: CallName, input_error: float | None, output_error: float | None) -> None:
+        """Keep a forward call's largest error (inputs or outputs) for its backward call; others: nothing."""
+        if name.direction == "forward":
+            self.put((side, name.prefix, name.api), name.index, largest([input_error, output_error]))
+
     def get(self, key: tuple[str, str, str], index: int) -> float | None:
         """Return the error kept for forward call ``index`` of ``key``; None when none is known."""
         values = self._by_api.get(key)
@@ -250,10 +262,6 @@ def judge_in_order(
     call = pair.target or pair.orig
     assert call is not None
     side = "target" if pair.target is not None else "orig"  # numbers of the two runs are not one count
-    api = (side, call.name.prefix, call.name.api)
-    saved = forward_errors.get(api, call.name.index) if call.name.direction == "backward" else None
-    verdict = judge_call(pair, rows, indexes, tolerance, saved_error=saved)
-    if call.name.direction == "forward":
-        known = [e for e in (verdict.input_error, verdict.output_error) if e is not None]
-        forward_errors.put(api, call.name.index, max(known) if known else None)
+    verdict = judge_call(pair, rows, indexes, tolerance, saved_error=forward_errors.saved(side, call.name))
+    forward_errors.keep(side, call.name, verdict.input_error, verdict.output_error)
     return verdict
