@@ -150,7 +150,7 @@ def test_layers_pair_through_the_map_by_path_and_by_order() -> None:
     assert pairs[""] == ("", "root")
     assert pairs["bn3d"] == ("bn3d", "weights")  # the cell at the torch path, not its inner bn2d
     assert pairs["body.0"] == ("trunk.0", "weights")
-    assert pairs["body"] == ("trunk", "order")
+    assert pairs["body"] == ("trunk", "contents")  # it holds the twin of body.0
     # the kinds decide, not the positions: ReLU and Dropout swapped places
     assert pairs["body.1"] == ("trunk.2", "order")
     assert pairs["body.2"] == ("trunk.1", "order")

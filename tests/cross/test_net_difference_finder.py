@@ -9,7 +9,7 @@ import mindspore as ms
 import numpy as np
 import pytest
 import torch
-from mindspore import mint
+from mindspore import mint, ops
 from mindspore import nn as mnn
 from torch import nn as tnn
 
@@ -211,30 +211,51 @@ def test_a_mindspore_layer_that_raises_is_named() -> None:
 
 
 class MsRenamedCNN(mnn.Cell):
-    """A twin whose attribute names differ: nothing maps."""
+    """A twin whose attribute names differ (``body`` for ``features``, ``fc`` for ``classifier``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, classes: int = 10) -> None:
         super().__init__()
         self.body = ms_cnn().features
         self.pool = mnn.AvgPool2d(2, 2)
-        self.fc = mnn.Dense(64, 10)
+        self.fc = mnn.Dense(64, classes)
 
     def construct(self, x: ms.Tensor) -> ms.Tensor:
         x = self.pool(self.body(x))
         return self.fc(x.reshape(x.shape[0], -1))
 
 
+def test_a_twin_whose_names_differ_is_aligned_by_structure_and_passes() -> None:
+    report = find(torch_net(0, TorchCNN), MsRenamedCNN(), CNN_INPUT, locate=True)
+    pairs = {m["source"]: (m["target"], m["how"]) for m in report.alignment}
+    assert pairs == {
+        "features.0": ("body.0", "structure"),
+        "features.1": ("body.1", "structure"),
+        "features.4": ("body.4", "structure"),
+        "classifier": ("fc", "structure"),
+    }
+    assert report.weights is not None and report.weights.passed
+    assert report.passed and report.verdict() == "outputs agree: no divergence"
+    rows = {row.orig_path: (row.target_path, row.paired_by) for row in report.layers}
+    assert rows["features"] == ("body", "contents") and rows["features.3"] == ("body.3", "order")
+    assert "Pairing the layers whose names differ" in report.render()
+
+
 def test_networks_whose_weights_do_not_map_get_a_table_and_a_verdict() -> None:
-    report = find(torch_net(0, TorchCNN), MsRenamedCNN(), CNN_INPUT)
+    report = find(torch_net(0, TorchCNN), MsRenamedCNN(classes=12), CNN_INPUT, locate=True)
+    assert {"source": "classifier", "target": None, "kind": "linear", "how": "unmatched"} in report.alignment
+    assert {"source": None, "target": "fc", "kind": "linear", "how": "unmatched"} in report.alignment
     weights = report.weights
     assert weights is not None and not weights.passed
     assert weights.comparison is not None
     torch_only = {row.orig_name for row in weights.comparison.shape_rows if row.target_name is None}
     ms_only = {row.target_name for row in weights.comparison.shape_rows if row.orig_name is None}
-    assert "classifier.weight" in torch_only and "features.0.weight" in torch_only
-    assert "fc.weight" in ms_only and "body.0.weight" in ms_only
+    assert torch_only == {"classifier.weight", "classifier.bias"} and ms_only == {"fc.weight", "fc.bias"}
     assert weights.verdict().startswith("weights DIFFER")
     assert not report.passed
+    assert report.unpaired == {"orig": ["classifier"], "target": ["fc"]}
+    assert "layers with no twin: 1 of torch (cpu), 1 of mindspore (CPU)" in report.verdict()
+    table = report.layer_table()
+    assert "classifier / -" in table and "- / fc" in table and "no twin" in table
     assert "weights DIFFER" in report.render()
 
 
@@ -350,12 +371,24 @@ def test_tscore_diff_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert '"first_divergence"' in capsys.readouterr().out
 
 
-class MsResidualRenamed(mnn.Cell):
-    """A port that renames its first layer (``first`` for ``fc1``): it finds no twin, and its weights none."""
+class OwnDense(mnn.Cell):
+    """A hand-written dense layer: no plugin knows its kind, so nothing can show it is ``fc1``'s twin."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.first = mnn.Dense(8, 8)
+        self.weight = ms.Parameter(ms.Tensor(np.eye(8, dtype=np.float32)))
+        self.bias = ms.Parameter(ms.Tensor(np.zeros(8, np.float32)))
+
+    def construct(self, x: ms.Tensor) -> ms.Tensor:
+        return ops.matmul(x, self.weight.T) + self.bias
+
+
+class MsResidualRenamed(mnn.Cell):
+    """A port whose first layer is its own dense layer under another name (``first`` for ``fc1``): no twin."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = OwnDense()
         self.fc2 = mnn.Dense(8, 8)
 
     def construct(self, x: ms.Tensor) -> ms.Tensor:

@@ -62,7 +62,9 @@ def get_weight_map(
     :param weight_name_prefix: put ``prefix.`` in front of every target name.
     :param custom_name_func: receives ``{source name: target name}`` and returns the dict to use.
     :param print_map: print the map as a table.
-    :param ms_net: the target network, whose framework the map is for.
+    :param ms_net: the target network, whose framework the map is for. Its layers are aligned
+        with ``pt_net``'s: where their names differ, by structure (kind, parameter shapes, order),
+        each pair saying how it was found (``WeightMap.alignment``); ambiguous pairs are marked.
     :param target: the target framework's name (``"mindspore"`` when neither this nor ``ms_net``
         is given, as in TroubleShooter).
     :return: the map; ``name_map, value_map = get_weight_map(...)`` works as in TroubleShooter.
@@ -87,6 +89,8 @@ def get_weight_map(
         save_weight_map(weight_map, weight_map_save_path)
     if print_map:
         print_report(weight_map.table())
+        if any(match.how != "names" for match in weight_map.alignment):
+            print_report(weight_map.alignment_table())
     return weight_map
 
 

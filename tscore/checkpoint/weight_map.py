@@ -31,18 +31,21 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tabulate import tabulate
 
 from tscore.checkpoint import transforms
+from tscore.checkpoint.conventions import Conventions, require_plugin
+from tscore.checkpoint.layer_alignment import LayerMatch, alignment_table
+from tscore.checkpoint.network_alignment import align_networks
 from tscore.errors import TscoreError, UnsupportedObjectError
 from tscore.json_files import read_json
 from tscore.models import model_info
 from tscore.npy_files import writable_target, write_atomic
-from tscore.plugins import get_plugin_manager, hook
+from tscore.plugins import hook
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +69,9 @@ class WeightMap:
     :ivar layers: layer path -> neutral layer kind, for a person reading the map.
     :ivar target_only: target names with no source counterpart; they keep the
         target network's own value.
+    :ivar alignment: when the map was built for a target network, each
+        weight-owning layer's twin and how it was found (``names``,
+        ``structure``, ``ambiguous``; ``unmatched`` with the other side ``None``).
     """
 
     name_map: dict[str, str | None]
@@ -74,6 +80,7 @@ class WeightMap:
     target: str = "mindspore"
     layers: dict[str, str] = field(default_factory=dict)
     target_only: tuple[str, ...] = ()
+    alignment: tuple[LayerMatch, ...] = ()
 
     def check_frameworks(self, source: str, target: str, what: str) -> None:
         """Refuse a map written for another pair of frameworks than the two sides at hand.
@@ -102,6 +109,8 @@ class WeightMap:
             "target_only": list(self.target_only),
             "layers": self.layers,
         }
+        if self.alignment:
+            document["alignment"] = [match.to_dict() for match in self.alignment]
         return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
     def save(self, path: str | os.PathLike[str]) -> str:
@@ -131,7 +140,18 @@ class WeightMap:
             name_map[target_name] = source_name
             if source_name in self.value_map:
                 value_map[target_name] = transforms.inverse(self.value_map[source_name])
-        return WeightMap(name_map, value_map, self.target, self.source, self.layers, dropped)
+        alignment = tuple(
+            replace(match, source=match.target, target=match.source) for match in self.alignment
+        )
+        return WeightMap(name_map, value_map, self.target, self.source, self.layers, dropped, alignment)
+
+    def twins(self) -> dict[str, tuple[str, str]]:
+        """Source layer path -> (target layer path, how it was found), for the layers the alignment paired."""
+        return {
+            m.source: (m.target, m.how)
+            for m in self.alignment
+            if m.source is not None and m.target is not None
+        }
 
     def table(self) -> str:
         """Render the map as a table: source name, target name, value transform."""
@@ -143,59 +163,9 @@ class WeightMap:
             rows, headers=[f"{self.source} name", f"{self.target} name", "value transform"], tablefmt="pretty"
         )
 
-
-Convention = dict[str, dict[str, Any]]
-
-
-def _convention(kind: str, framework: str, cache: dict[tuple[str, str], Convention]) -> Convention:
-    """Say how ``framework`` stores ``kind``: ``{"names": {neutral: own}, "transforms": {neutral: t}}``."""
-    key = (kind, framework)
-    if key not in cache:
-        answer = hook().ts_weight_convention(kind=kind, framework=framework) if kind else None
-        answer = answer or {}
-        cache[key] = {
-            "names": dict(answer.get("names", {})),
-            "transforms": dict(answer.get("transforms", {})),
-        }
-    return cache[key]
-
-
-def _require_plugin(framework: str) -> None:
-    names = {info.name for info in get_plugin_manager().hook.ts_framework_info()}
-    if framework not in names:
-        raise TscoreError(
-            f"no plugin for {framework} is loaded, and its plugin says how {framework} stores weights "
-            f"(loaded: {', '.join(sorted(names))}); install ts_{framework} and {framework}, or pass a "
-            "target network"
-        )
-
-
-@dataclass
-class _LayerMapping:
-    """The source layer kind's entries, renamed and transformed for the target."""
-
-    names: dict[str, str | None] = field(default_factory=dict)
-    transforms: dict[str, str] = field(default_factory=dict)
-    target_only: list[str] = field(default_factory=list)
-
-
-def _map_layer(kind: str, params: Sequence[str], source: Convention, target: Convention) -> _LayerMapping:
-    """Send one layer's entries from the source convention through the neutral form to the target's."""
-    out = _LayerMapping()
-    to_neutral = {own: neutral for neutral, own in source["names"].items() if own is not None}
-    for local in params:
-        neutral = to_neutral.get(local, local)
-        back = source["transforms"].get(neutral)
-        undo = transforms.inverse(back) if back else None
-        renamed = target["names"].get(neutral, neutral)
-        out.names[local] = renamed
-        combined = transforms.compose(undo, target["transforms"].get(neutral))
-        if renamed is not None and combined:
-            out.transforms[local] = combined
-    for neutral, own in source["names"].items():
-        if own is None and target["names"].get(neutral, neutral) is not None:
-            out.target_only.append(target["names"].get(neutral, neutral))
-    return out
+    def alignment_table(self) -> str:
+        """Render how each weight-owning layer found its twin, and a count of each way; ``""`` with none."""
+        return alignment_table(self.alignment, (self.source, self.target)) if self.alignment else ""
 
 
 def build_weight_map(
@@ -228,25 +198,49 @@ def build_weight_map(
             f"{type(model).__name__}, so no weight map can be built for it"
         )
     if target != source:
-        _require_plugin(target)
-    cache: dict[tuple[str, str], Convention] = {}
+        require_plugin(target)
+    conventions = Conventions(source, target)
+    mappings = {path: conventions.map_layer(kind, params) for path, kind, params in layers}
+    alignment: tuple[LayerMatch, ...] = ()
+    if target_model is not None:
+        alignment = align_networks(layers, mappings, (model, target_model), conventions, arguments)
+    twins = {m.source: m.target for m in alignment if m.source is not None and m.target is not None}
     name_map: dict[str, str | None] = {}
     value_map: dict[str, str] = {}
     target_only: list[str] = []
     kinds: dict[str, str] = {}
-    for path, kind, params in layers:
+    paired: set[str] = set()
+    for path, kind, _ in layers:
         if kind:
             kinds[path] = kind
-        prefix = f"{path}." if path else ""
-        if target == source:
-            name_map.update({prefix + local: prefix + local for local in params})
-            continue
-        mapped = _map_layer(kind, params, _convention(kind, source, cache), _convention(kind, target, cache))
+        twin = twins.get(path, path)
+        mapped = mappings[path]
         for local, renamed in mapped.names.items():
-            name_map[prefix + local] = None if renamed is None else prefix + renamed
-        value_map.update({prefix + local: spec for local, spec in mapped.transforms.items()})
-        target_only.extend(prefix + name for name in mapped.target_only)
-    return WeightMap(name_map, value_map, source, target, kinds, tuple(target_only))
+            name_map[_prefixed(path, local)] = None if renamed is None else _prefixed(twin, renamed)
+            if path in twins:
+                paired.add(_prefixed(path, local))
+        value_map.update({_prefixed(path, local): spec for local, spec in mapped.transforms.items()})
+        target_only.extend(_prefixed(twin, name) for name in mapped.target_only)
+    _drop_collisions(name_map, value_map, paired)
+    return WeightMap(name_map, value_map, source, target, kinds, tuple(target_only), alignment)
+
+
+def _drop_collisions(name_map: dict[str, str | None], value_map: dict[str, str], paired: set[str]) -> None:
+    """Drop what a layer with no twin would send to a name that a paired layer's entry already takes.
+
+    A layer the alignment left without a twin keeps the name its own path gives it, so that
+    conversion and weight comparison show it as one-sided; where that name is a paired entry's
+    target, it is dropped instead of overwriting it.
+    """
+    claimed = {target: name for name, target in name_map.items() if target is not None and name in paired}
+    for name, target in name_map.items():
+        if target is not None and claimed.get(target, name) != name:
+            name_map[name] = None
+            value_map.pop(name, None)
+
+
+def _prefixed(path: str | None, local: str | None) -> str:
+    return f"{path}.{local}" if path else str(local)
 
 
 def customise(
@@ -279,7 +273,37 @@ def customise(
         kept = {k: str(changed[k]) for k in kept}
     name_map = {k: kept.get(k) for k in weight_map.name_map}
     target_only = tuple(f"{prefix}.{n}" for n in weight_map.target_only) if prefix else weight_map.target_only
-    return replace(weight_map, name_map=name_map, target_only=target_only)
+    alignment = weight_map.alignment
+    if prefix:
+        alignment = tuple(
+            replace(m, target=None if m.target is None else _prefixed(prefix, m.target)) for m in alignment
+        )
+    return replace(weight_map, name_map=name_map, target_only=target_only, alignment=alignment)
+
+
+def _read_alignment(value: object, path: str) -> tuple[LayerMatch, ...]:
+    """Read a map file's ``alignment``: a list of ``{"source", "target", "kind", "how", "note"}``."""
+    if value is None:
+        return ()
+    fields = ("source", "target", "kind", "how", "note")
+    if not isinstance(value, list) or not all(
+        isinstance(item, dict) and all(isinstance(item.get(k, ""), (str, type(None))) for k in fields)
+        for item in value
+    ):
+        raise WeightMapError(
+            f"{path}: 'alignment' must be a list of objects with source, target, kind, how and note "
+            "(names or null); delete it to use the map without it"
+        )
+    return tuple(
+        LayerMatch(
+            item.get("source"),
+            item.get("target"),
+            item.get("kind") or "",
+            item.get("how") or "",
+            item.get("note") or "",
+        )
+        for item in value
+    )
 
 
 def _check_names(value: object, what: str, path: str) -> dict[str, Any]:
@@ -299,6 +323,7 @@ def load_weight_map(path: str | os.PathLike[str]) -> WeightMap:
         name_map, value_map = (_check_names(part, "each half", name) for part in document)
         source, target, layers = "torch", "mindspore", {}
         target_only: list[str] = []
+        alignment: tuple[LayerMatch, ...] = ()
     elif isinstance(document, dict) and "name_map" in document:
         name_map = _check_names(document["name_map"], "'name_map'", name)
         value_map = _check_names(document.get("value_map") or {}, "'value_map'", name)
@@ -306,6 +331,7 @@ def load_weight_map(path: str | os.PathLike[str]) -> WeightMap:
         target = str(document.get("target", "mindspore"))
         layers = dict(document.get("layers") or {})
         target_only = document.get("target_only") or []
+        alignment = _read_alignment(document.get("alignment"), name)
         if not isinstance(target_only, list) or not all(isinstance(n, str) for n in target_only):
             raise WeightMapError(f"{name}: 'target_only' must be a list of names")
     else:
@@ -320,7 +346,7 @@ def load_weight_map(path: str | os.PathLike[str]) -> WeightMap:
         value_map = {k: transforms.normalise(v) for k, v in value_map.items() if v}
     except transforms.TransformError as exc:
         raise WeightMapError(f"{name}: {exc}") from None
-    return WeightMap(dict(name_map), value_map, source, target, layers, tuple(target_only))
+    return WeightMap(dict(name_map), value_map, source, target, layers, tuple(target_only), alignment)
 
 
 def save_weight_map(weight_map: WeightMap, path: str | os.PathLike[str]) -> str:

@@ -187,7 +187,12 @@ class NetDifferenceFinder:
         return orig, target
 
     def weight_map(self) -> WeightMap:
-        """Return the map that converts the weights and pairs the layers."""
+        """Return the map that converts the weights and pairs the layers.
+
+        Unless one was given, it is built for ``ms_net`` itself: where the layer names differ, the
+        weight-owning layers are aligned by structure (``WeightMap.alignment`` says how each pair
+        was found), so conversion, weight comparison and layer pairing all go through one map.
+        """
         if self._weight_map is None:
             if self.auto_conv_ckpt == 2:
                 state = model_state(self.pt_net, "pt_net")
@@ -256,6 +261,7 @@ class NetDifferenceFinder:
                 first_failing = index
         wanted = self.locate if locate is None else locate
         pairs, target_layers = self._pairs()
+        report.alignment = [match.to_dict() for match in self.weight_map().alignment]
         report.settings_differ = _settings_rows(pairs)
         target = first_failing
         if wanted and target is None:

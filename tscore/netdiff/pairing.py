@@ -3,26 +3,40 @@
 1. Layers that own parameters pair through the weight map: the target
    names of an orig layer's parameters lead to the target layer that holds
    them (the one at the same path, or named like the orig layer, or else the
-   deepest layer holding them all).
-2. Layers at the same path pair (the usual case: a migration keeps the
+   deepest layer holding them all). When the map was aligned by structure
+   (names that differ), the pair says so: ``structure`` or ``ambiguous``.
+2. A container pairs with the target container that holds exactly the
+   twins of the weight-owning layers inside it (``features`` with
+   ``layers`` when every convolution inside one has its twin inside the other).
+3. Layers at the same path pair (the usual case: a migration keeps the
    attribute names).
-3. The rest pair by order within their already paired parents, matching
+4. The rest pair by order within their already paired parents, matching
    neutral kinds first (``relu`` with ``relu``), then leftovers one for one
    when as many remain on each side.
+5. Leaves still free where the two trees nest differently (a ``ReLU6``
+   inside a ``ConvBNReLU`` block on one side, in a flat ``SequentialCell`` on
+   the other) pair the same way between the leaves already paired.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import bisect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
+from tscore.checkpoint.layer_alignment import AMBIGUOUS, STRUCTURE
 from tscore.checkpoint.weight_map import WeightMap
 from tscore.module_hooks import LayerInfo
 
 
 @dataclass(frozen=True)
 class LayerPair:
-    """An orig layer, its target twin, and what paired them (``weights``, ``path``, ``order``, ``root``).
+    """An orig layer, its target twin, and what paired them.
+
+    ``paired_by`` is ``weights`` (through the weight map), ``structure`` or
+    ``ambiguous`` (through a map aligned by structure), ``contents`` (a
+    container holding the twins of its layers), ``path``, ``order`` or ``root``.
 
     Pairs are found by :func:`pair_layers`.
     """
@@ -54,10 +68,87 @@ def _through_weights(layer: LayerInfo, weight_map: WeightMap, target_paths: set[
     return same_name[-1] if same_name else common[-1]
 
 
+CONTAINER_KINDS = {"sequential", "modulelist", "moduledict"}
+# kinds that play one role: a port may swap one for another (ReLU6 for ReLU), and the two should pair
+ACTIVATIONS = {
+    "relu",
+    "relu6",
+    "leaky_relu",
+    "gelu",
+    "silu",
+    "sigmoid",
+    "tanh",
+    "hswish",
+    "hsigmoid",
+    "elu",
+    "prelu",
+}
+POOLINGS = {
+    f"{k}{d}d" for k in ("maxpool", "avgpool", "adaptive_avgpool", "adaptive_maxpool") for d in (1, 2, 3)
+}
+
+
+def _role(kind: str) -> str:
+    """Say what role a kind plays (``activation``, ``pooling``), or the kind itself."""
+    return "activation" if kind in ACTIVATIONS else "pooling" if kind in POOLINGS else kind
+
+
+def _is_container(layer: LayerInfo) -> bool:
+    return layer.kind in CONTAINER_KINDS or (not layer.kind and not layer.params)
+
+
+def _ancestors(path: str) -> list[str]:
+    """List the proper ancestors of a layer path, the root ``""`` included."""
+    parts = path.split(".")
+    return [".".join(parts[:i]) for i in range(len(parts))] if path else []
+
+
+def _common_ancestor(paths: set[str]) -> str:
+    """Give the deepest path that holds every layer of ``paths`` as a proper descendant."""
+    parents = [p.rpartition(".")[0].split(".") if "." in p else [] for p in paths]
+    common: list[str] = []
+    for parts in zip(*parents, strict=False):
+        if len(set(parts)) != 1:
+            break
+        common.append(parts[0])
+    return ".".join(common)
+
+
+def _by_contents(
+    orig_layers: Sequence[LayerInfo],
+    target_by_path: dict[str, LayerInfo],
+    weight_pairs: list[LayerPair],
+    add: Callable[[LayerInfo, LayerInfo, str], None],
+    taken: set[str],
+) -> None:
+    """Pair each container with the target container holding exactly the twins of its weight-owning layers."""
+    under_orig: dict[str, set[str]] = {}
+    under_target: dict[str, set[str]] = {}
+    for pair in weight_pairs:
+        for ancestor in _ancestors(pair.orig.path):
+            under_orig.setdefault(ancestor, set()).add(pair.target.path)
+        for ancestor in _ancestors(pair.target.path):
+            under_target.setdefault(ancestor, set()).add(pair.target.path)
+    for layer in reversed(orig_layers[1:]):  # the deepest container first
+        twins = under_orig.get(layer.path)
+        if not twins:
+            continue
+        holder: str | None = _common_ancestor(twins)
+        while holder and holder in target_by_path and under_target.get(holder) == twins:
+            if holder not in taken:  # a wrapper the other side lacks may hold the same: go up
+                add(layer, target_by_path[holder], "contents")
+                break
+            holder = holder.rpartition(".")[0] if "." in holder else None
+
+
 def _align(
-    orig_children: list[LayerInfo], target_children: list[LayerInfo]
+    orig_children: list[LayerInfo], target_children: list[LayerInfo], leftovers: bool = True
 ) -> list[tuple[LayerInfo, LayerInfo]]:
-    """Pair two lists of layers in order: longest common run of equal kinds, then leftovers one for one."""
+    """Pair two lists of layers in order: longest common run of equal kinds, then leftovers one for one.
+
+    Leftovers pair only when both are containers or both are not, and, unless ``leftovers``
+    is true, only when their kinds play one role (two activations, two poolings).
+    """
     n, m = len(orig_children), len(target_children)
     best = [[0] * (m + 1) for _ in range(n + 1)]
     for i in range(n - 1, -1, -1):
@@ -77,7 +168,11 @@ def _align(
     left_t = [t for t in orig_children if all(t is not p[0] for p in pairs)]
     left_m = [c for c in target_children if all(c is not p[1] for p in pairs)]
     if left_t and len(left_t) == len(left_m):
-        pairs.extend(zip(left_t, left_m, strict=False))
+        pairs.extend(
+            (a, b)
+            for a, b in zip(left_t, left_m, strict=True)
+            if _is_container(a) == _is_container(b) and (leftovers or _role(a.kind) == _role(b.kind))
+        )
     return pairs
 
 
@@ -95,13 +190,26 @@ def pair_layers(
             taken.add(target_layer.path)
 
     add(orig_layers[0], target_layers[0], "root")
+    alignment = weight_map.alignment if weight_map is not None else ()
+    no_twin = {m.source for m in alignment if m.target is None} | {
+        m.target for m in alignment if m.source is None
+    }
     if weight_map is not None:
+        twins = weight_map.twins()
         for layer in orig_layers[1:]:
+            if layer.path in no_twin:
+                continue
+            twin, how = twins.get(layer.path, ("", "weights"))
+            if twin in target_by_path and how in (STRUCTURE, AMBIGUOUS):
+                add(layer, target_by_path[twin], how)
+                continue
             target = _through_weights(layer, weight_map, set(target_by_path))
             if target:
                 add(layer, target_by_path[target], "weights")
+        weight_pairs = [p for p in found.values() if p.paired_by != "root"]
+        _by_contents(orig_layers, target_by_path, weight_pairs, add, taken)
     for layer in orig_layers[1:]:
-        if layer.path in target_by_path:
+        if layer.path in target_by_path and layer.path not in no_twin:
             add(layer, target_by_path[layer.path], "path")
     children_t: dict[str, list[LayerInfo]] = {}
     children_m: dict[str, list[LayerInfo]] = {}
@@ -117,4 +225,57 @@ def pair_layers(
         free_m = [c for c in children_m.get(pair.target.path, []) if c.path not in taken and not c.params]
         for orig_child, target_child in _align(free_t, free_m):
             add(orig_child, target_child, "order")
+    _leaves_between_anchors(orig_layers, target_layers, found, add)
     return [found[layer.path] for layer in orig_layers if layer.path in found]
+
+
+def _leaves(layers: Sequence[LayerInfo]) -> list[LayerInfo]:
+    parents = {layer.parent for layer in layers}
+    return [layer for layer in layers[1:] if layer.path not in parents]
+
+
+def _increasing(cuts: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Keep the longest run of ``cuts`` (increasing in their first number) whose second numbers increase."""
+    tails: list[int] = []  # tails[k]: index in cuts of the smallest end of an increasing run of length k + 1
+    before: list[int] = [-1] * len(cuts)
+    for index, (_, j) in enumerate(cuts):
+        k = bisect.bisect_left([cuts[t][1] for t in tails], j)
+        before[index] = tails[k - 1] if k else -1
+        if k == len(tails):
+            tails.append(index)
+        else:
+            tails[k] = index
+    kept = []
+    index = tails[-1] if tails else -1
+    while index >= 0:
+        kept.append(cuts[index])
+        index = before[index]
+    return kept[::-1]
+
+
+def _leaves_between_anchors(
+    orig_layers: Sequence[LayerInfo],
+    target_layers: Sequence[LayerInfo],
+    found: dict[str, LayerPair],
+    add: Callable[[LayerInfo, LayerInfo, str], None],
+) -> None:
+    """Pair the leaves left over where the two trees nest differently, by kind, between paired leaves.
+
+    The leaves of each network in order, cut at the leaves already paired (in the same order on
+    both sides): the free ones between two cuts pair as :func:`_align` pairs children.
+    """
+    orig_leaves, target_leaves = _leaves(orig_layers), _leaves(target_layers)
+    position = {layer.path: j for j, layer in enumerate(target_leaves)}
+    cuts = [
+        (i, position[found[leaf.path].target.path])
+        for i, leaf in enumerate(orig_leaves)
+        if leaf.path in found and found[leaf.path].target.path in position
+    ]
+    cuts = _increasing(cuts)  # where paired leaves cross (defined in another order), keep most of them
+    paired_target = {pair.target.path for pair in found.values()}
+    bounds = [(-1, -1), *cuts, (len(orig_leaves), len(target_leaves))]
+    for (i0, j0), (i1, j1) in pairwise(bounds):
+        free_o = [x for x in orig_leaves[i0 + 1 : i1] if x.path not in found and not x.params]
+        free_t = [x for x in target_leaves[j0 + 1 : j1] if x.path not in paired_target and not x.params]
+        for orig_leaf, target_leaf in _align(free_o, free_t, leftovers=False):
+            add(orig_leaf, target_leaf, "order")

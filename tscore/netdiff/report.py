@@ -15,12 +15,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 from tabulate import tabulate
 
+from tscore.checkpoint.layer_alignment import AMBIGUOUS, NAMES, STRUCTURE, alignment_table
 from tscore.compare.report import PairResult, boxed, format_number, pair_table
 from tscore.netdiff.recording import RunFailure
 from tscore.netdiff.weights import WeightStage
 
 OUTPUT_TITLE = "The comparison results of Net"
 LAYER_TITLE = "The comparison results of layers"
+NO_TWIN = "no twin"  # the status shown for a layer that was called on one side and found no twin
 SEPARATOR_WIDTH = 141
 
 
@@ -115,6 +117,7 @@ class Divergence(BaseModel):
     )
     shapes: str = Field(default="", description="when the outputs' shapes differ: both shapes")
     settings: list[SettingDiff] = Field(default_factory=list)
+    paired_by: str = Field(default="", description="how the two layers were paired (see LayerPair)")
     unlocalised: str = Field(
         default="", description="why the difference could not be placed further inside it (unpaired layers)"
     )
@@ -128,6 +131,11 @@ class Divergence(BaseModel):
             text += f"; in its own code, {self.where}"
         if self.unlocalised:
             text += f"; not localised further: {self.unlocalised}"
+        if self.paired_by == AMBIGUOUS:
+            text += (
+                "; the two layers were paired by order among layers alike, which may be wrong: check the "
+                "alignment table, or pass weight_map="
+            )
         if self.settings:
             text += "; settings differ: " + ", ".join(s.text(labels) for s in self.settings)
         return text
@@ -161,6 +169,10 @@ class NetDiffReport(BaseModel):
     unpaired: dict[str, list[str]] = Field(
         default_factory=dict, description="per side ('orig', 'target'): layers that found no twin"
     )
+    alignment: list[dict[str, str | None]] = Field(
+        default_factory=list,
+        description="when the layers' names differ: each weight-owning layer's twin and how it was found",
+    )
     settings_differ: list[LayerRow] = Field(default_factory=list)
     first_divergence: Divergence | None = None
     location_note: str = ""
@@ -180,13 +192,25 @@ class NetDiffReport(BaseModel):
         """The two sides' labels, ``("torch (cpu)", "mindspore (CPU)")``."""
         return self.orig_label, self.target_label
 
+    def unpaired_count(self) -> str:
+        """Say how many layers found no twin on each side, ``""`` when all did."""
+        counts = [
+            (len(self.unpaired.get(side, [])), label)
+            for side, label in zip(("orig", "target"), self.labels, strict=True)
+        ]
+        if not any(n for n, _ in counts):
+            return ""
+        return "layers with no twin: " + ", ".join(f"{n} of {label}" for n, label in counts)
+
     def verdict(self) -> str:
         """Return the one line to act on."""
         failures = [case.failure.line() for case in self.cases if case.failure is not None]
         if failures:
             return f"{len(failures)} case(s) failed to run; the first: {failures[0]}"
+        unpaired = self.unpaired_count()
         if self.first_divergence is not None:
-            return self.first_divergence.line(self.labels)
+            line = self.first_divergence.line(self.labels)
+            return f"{line}; {unpaired} (rows 'no twin')" if unpaired else line
         settings = "; ".join(
             f"{row.label()}: " + ", ".join(s.text(self.labels) for s in row.settings)
             for row in self.settings_differ
@@ -199,6 +223,7 @@ class NetDiffReport(BaseModel):
                 )
             return "outputs agree: no divergence"
         text = "outputs differ; " + (self.location_note or "the layer was not located (pass locate=True)")
+        text += f"; {unpaired}" if unpaired else ""
         return text + (f"; settings differ: {settings}" if settings else "")
 
     def output_table(self, only_failed: bool = False) -> str:
@@ -229,6 +254,9 @@ class NetDiffReport(BaseModel):
                     "; ".join(filter(None, [row.note, *(s.text(self.labels) for s in row.settings)])),
                 ]
             )
+        for side, path in ((s, p) for s in ("orig", "target") for p in self.unpaired.get(s, [])):
+            label = f"{path or '(root)'} / -" if side == "orig" else f"- / {path or '(root)'}"
+            rows.append([label, NO_TWIN, "-", "-", "-", "-", "-", f"only in {self.labels[side == 'target']}"])
         headers = [
             f"layer ({self.orig_label} / {self.target_label})",
             "status",
@@ -270,6 +298,12 @@ class NetDiffReport(BaseModel):
                 )
         if self.outputs and not (only and self.passed):
             parts.append(self.output_table(only_failed=only))
+        moved = [m for m in self.alignment if m.get("how") != NAMES]
+        if moved and not (only and all(m.get("how") == STRUCTURE for m in moved)):
+            parts += [
+                separator("Pairing the layers whose names differ"),
+                alignment_table(self.alignment, self.labels),
+            ]
         if self.layers:
             parts += [
                 separator(f"Comparing every layer (case {self.located_case})"),
