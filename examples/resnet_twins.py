@@ -14,8 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 
-def torch_resnet(widths: tuple[int, ...] = (16, 32, 64), seed: int = 0) -> Any:
-    """A ResNet of one basic block per stage, seeded, in eval mode."""
+def torch_resnet(
+    widths: tuple[int, ...] = (16, 32, 64), seed: int = 0, blocks: tuple[int, ...] | None = None
+) -> Any:
+    """A ResNet of basic blocks (``blocks[i]`` in stage ``i``, one each by default), seeded, in eval mode."""
     import torch
     from torch import nn
 
@@ -45,8 +47,9 @@ def torch_resnet(widths: tuple[int, ...] = (16, 32, 64), seed: int = 0) -> Any:
             )
             stages, cin = [], widths[0]
             for index, width in enumerate(widths):
-                stages.append(Block(cin, width, 1 if index == 0 else 2))
-                cin = width
+                for repeat in range(blocks[index] if blocks else 1):
+                    stages.append(Block(cin, width, 1 if index == 0 or repeat else 2))
+                    cin = width
             self.stages = nn.Sequential(*stages)
             self.fc = nn.Linear(widths[-1], 10)
 
@@ -63,7 +66,9 @@ def torch_resnet(widths: tuple[int, ...] = (16, 32, 64), seed: int = 0) -> Any:
     return net.eval()
 
 
-def ms_resnet(mistake: str | None = None, widths: tuple[int, ...] = (16, 32, 64)) -> Any:
+def ms_resnet(
+    mistake: str | None = None, widths: tuple[int, ...] = (16, 32, 64), blocks: tuple[int, ...] | None = None
+) -> Any:
     """The MindSpore twin of :func:`torch_resnet`; ``mistake="stem_padding"`` plants one error."""
     import mindspore as ms
     from mindspore import nn
@@ -100,8 +105,9 @@ def ms_resnet(mistake: str | None = None, widths: tuple[int, ...] = (16, 32, 64)
             self.stem = nn.SequentialCell(stem_conv, nn.BatchNorm2d(widths[0], momentum=0.9), nn.ReLU())
             stages, cin = [], widths[0]
             for index, width in enumerate(widths):
-                stages.append(Block(cin, width, 1 if index == 0 else 2))
-                cin = width
+                for repeat in range(blocks[index] if blocks else 1):
+                    stages.append(Block(cin, width, 1 if index == 0 or repeat else 2))
+                    cin = width
             self.stages = nn.SequentialCell(stages)
             self.fc = nn.Dense(widths[-1], 10)
 
