@@ -402,3 +402,14 @@ PORTS = {
         (2, 3, 34, 34),
     ),
 }
+
+
+def torch_resnet_for_cli() -> tnn.Module:
+    """``tscore diff`` calls a function: the torch ResNet, seeded, BatchNorms randomised."""
+    torch.manual_seed(0)
+    return randomise_batchnorms(TorchResNet())
+
+
+def ms_resnet_port_eps() -> mnn.Cell:
+    """The port of :func:`torch_resnet_for_cli` whose BatchNorms use epsilon 1e-3."""
+    return MsResNet(eps=1e-3)

@@ -149,3 +149,16 @@ def test_a_port_with_a_block_missing_reports_what_aligned_and_what_did_not() -> 
     assert "layer1.1" in report.unpaired["orig"]
     assert "layers with no twin" in report.verdict()
     assert report.weights is not None and "layer1.1.conv1.weight" in report.weights.verdict()
+
+
+def test_tscore_diff_names_the_layer_of_a_renamed_port_with_no_map(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tscore.cli import main
+
+    zoo = Path(__file__).with_name("port_zoo.py")
+    args = ["diff", f"{zoo}:torch_resnet_for_cli", f"{zoo}:ms_resnet_port_eps", "--input", "2,3,32,32"]
+    assert main([*args, "-q"]) == 1
+    assert capsys.readouterr().out.startswith("first divergence: bn1 (BatchNorm2d / BatchNorm2d)")
+    assert main(args) == 1
+    assert "Pairing the layers whose names differ" in capsys.readouterr().out

@@ -153,7 +153,12 @@ def add_diff(commands: Any, non_negative: Callable[[str], float], positive_int: 
     parser.add_argument(
         "--ms-params", metavar="FILE", help="checkpoint for NET_B (then nothing is converted)"
     )
-    parser.add_argument("--map", metavar="MAP", help="weight map JSON instead of the one built from NET_A")
+    parser.add_argument(
+        "--map",
+        metavar="MAP",
+        help="weight map JSON instead of the one built for the two networks (where names differ, "
+        "their layers are aligned by structure without it)",
+    )
     parser.add_argument(
         "--auto-conv",
         type=int,
