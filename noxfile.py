@@ -1,9 +1,10 @@
 """Every way to install, test, lint and benchmark tscore.
 
-Plain ``nox`` runs lint and the seven test sessions: the core with no framework
-installed, torch alone, MindSpore alone, both together, the PaddlePaddle
-backend beside torch, the Ascend NPU plugin against a fake torch_npu, and the HTML
-reports in a real headless Chromium.
+Plain ``nox`` runs lint and the eight test sessions: the core with no framework
+installed, torch alone, MindSpore alone, both together, a real model zoo's
+port (mindcv) against torch, the PaddlePaddle backend beside torch, the
+Ascend NPU plugin against a fake torch_npu, and the HTML reports in a real
+headless Chromium.
 ``nox -s example`` runs the bundled example; ``nox -s bench``,
 ``nox -s bench_compare``, ``nox -s bench_checkpoint``, ``nox -s bench_netdiff``,
 ``nox -s bench_dump``, ``nox -s bench_dump_compare`` and ``nox -s bench_html``
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import nox
 
-nox.options.sessions = ["lint", "core", "torch", "mindspore", "both", "paddle", "npu", "browser"]
+nox.options.sessions = ["lint", "core", "torch", "mindspore", "both", "zoo", "paddle", "npu", "browser"]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
 
@@ -94,6 +95,13 @@ def both(session: nox.Session) -> None:
     """Both frameworks in one environment: the torch and MindSpore tests and the cross-framework ones."""
     session.install(*CONSTRAINTS, CORE, TORCH_PLUGIN, MS_PLUGIN, MS_NUMPY)
     _pytest(session, "tests/core", "tests/torch", "tests/mindspore", "tests/cross")
+
+
+@nox.session(python=PYTHON)
+def zoo(session: nox.Session) -> None:
+    """The difference finder on a real model zoo's port (mindcv 0.3.0), no weight map passed."""
+    session.install(*CONSTRAINTS, CORE, TORCH_PLUGIN, MS_PLUGIN, MS_NUMPY, "mindcv==0.3.0")
+    _pytest(session, "tests/zoo")
 
 
 @nox.session(python=PYTHON)
