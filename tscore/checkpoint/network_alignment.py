@@ -1,7 +1,8 @@
 """Aligning two networks' weight-owning layers when their names differ, through their plugins.
 
 Each side's plugin lists its layers (``ts_layer_params``) and gives the
-shapes of their entries (``ts_model_state``). A source layer's *signature* is
+shapes of their entries (``ts_model_state``); a plugin that cannot answer
+leaves the names alone to pair the layers, with a warning. A source layer's *signature* is
 its neutral kind and its entries as the target would store them (names and
 shapes carried through :class:`~tscore.checkpoint.conventions.Conventions`);
 a target layer's is its kind and its own entries, less those the source
@@ -19,7 +20,6 @@ import numpy as np
 from tscore.checkpoint import transforms
 from tscore.checkpoint.conventions import Conventions, LayerMapping
 from tscore.checkpoint.layer_alignment import NAMES, AlignedLayer, LayerMatch, align_layers
-from tscore.errors import UnsupportedObjectError
 from tscore.plugins import hook
 
 log = logging.getLogger(__name__)
@@ -27,24 +27,24 @@ log = logging.getLogger(__name__)
 LayerParams = Sequence[tuple[str, str, Sequence[str]]]
 
 
-def _layer_params(model: object, argument: str) -> LayerParams:
-    layers = hook().ts_layer_params(model=model)
-    if layers is None:
-        raise UnsupportedObjectError(
-            f"{argument} is a {type(model).__module__}.{type(model).__name__}, whose plugin does not list "
-            "its layers, so its layers cannot be aligned with the other network's"
-        )
-    return layers
+def _layer_params(model: object) -> LayerParams | None:
+    return hook().ts_layer_params(model=model)
 
 
-def _shapes(model: object, argument: str) -> dict[str, tuple[int, ...]]:
+def _shapes(model: object) -> dict[str, tuple[int, ...]] | None:
     state = hook().ts_model_state(model=model)
-    if state is None:
-        raise UnsupportedObjectError(
-            f"{argument} is a {type(model).__module__}.{type(model).__name__}, whose plugin cannot read its "
-            "state, so its layers cannot be aligned by their shapes"
-        )
-    return {name: tuple(array.shape) for name, array in state.items()}
+    return None if state is None else {name: tuple(array.shape) for name, array in state.items()}
+
+
+def _cannot(argument: str, model: object, what: str) -> tuple[LayerMatch, ...]:
+    log.warning(
+        "%s is a %s.%s whose plugin cannot %s, so the layers are paired by their names only",
+        argument,
+        type(model).__module__,
+        type(model).__name__,
+        what,
+    )
+    return ()
 
 
 def _carried_shape(shape: tuple[int, ...] | None, spec: str | None) -> tuple[int, ...] | None:
@@ -89,18 +89,22 @@ def align_networks(
     :param source_layers: the source's ``ts_layer_params`` answer.
     :param mappings: source layer path -> its entries carried to the target's convention.
     :param models: the source and target networks.
-    :param arguments: how the caller names the two networks, for errors.
-    :raises UnsupportedObjectError: when a plugin cannot list a network's layers or read its state.
+    :param arguments: how the caller names the two networks, for the log.
+    :return: every weight-owning layer of either side once; nothing (a warning logged) when a
+        plugin cannot list the target's layers or read a network's state: then names alone pair.
     """
     owners = [(path, kind, tuple(params)) for path, kind, params in source_layers if params]
-    target_listed = [
-        (path, kind, tuple(params)) for path, kind, params in _layer_params(models[1], arguments[1]) if params
-    ]
+    listed = _layer_params(models[1])
+    if listed is None:
+        return _cannot(arguments[1], models[1], "list its layers (ts_layer_params)")
+    target_listed = [(path, kind, tuple(params)) for path, kind, params in listed if params]
     quick = {path: (kind, set(params)) for path, kind, params in target_listed}
     if _all_at_same_paths(owners, mappings, quick):
         return tuple(LayerMatch(path, path, kind, NAMES) for path, kind, _ in owners)
-    source_shapes = _shapes(models[0], arguments[0])
-    target_shapes = _shapes(models[1], arguments[1])
+    source_shapes, target_shapes = _shapes(models[0]), _shapes(models[1])
+    if source_shapes is None or target_shapes is None:
+        which = 0 if source_shapes is None else 1
+        return _cannot(arguments[which], models[which], "read its state (ts_model_state)")
     source = []
     for path, kind, _ in owners:
         mapping = mappings[path]
