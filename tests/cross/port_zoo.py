@@ -359,6 +359,99 @@ class MsSqueezeNet(mnn.Cell):
         return x.mean((2, 3))
 
 
+# ---------------------------------------------------------------- ResNeXt: grouped bottlenecks
+
+
+class TorchBottleneck(tnn.Module):
+    def __init__(self, cin: int, width: int, cout: int, stride: int, groups: int) -> None:
+        super().__init__()
+        self.conv1 = tnn.Conv2d(cin, width, 1, bias=False)
+        self.bn1 = tnn.BatchNorm2d(width)
+        self.conv2 = tnn.Conv2d(width, width, 3, stride, 1, groups=groups, bias=False)
+        self.bn2 = tnn.BatchNorm2d(width)
+        self.conv3 = tnn.Conv2d(width, cout, 1, bias=False)
+        self.bn3 = tnn.BatchNorm2d(cout)
+        self.relu = tnn.ReLU(inplace=True)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = tnn.Sequential(
+                tnn.Conv2d(cin, cout, 1, stride, bias=False), tnn.BatchNorm2d(cout)
+            )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        return self.relu(self.bn3(self.conv3(out)) + identity)
+
+
+class TorchResNeXt(tnn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = tnn.Conv2d(3, 16, 3, 1, 1, bias=False)
+        self.bn1 = tnn.BatchNorm2d(16)
+        self.relu = tnn.ReLU(inplace=True)
+        self.layer1 = tnn.Sequential(TorchBottleneck(16, 16, 32, 1, 4), TorchBottleneck(32, 16, 32, 1, 4))
+        self.layer2 = tnn.Sequential(TorchBottleneck(32, 32, 64, 2, 4))
+        self.fc = tnn.Linear(64, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.layer2(self.layer1(self.relu(self.bn1(self.conv1(x)))))
+        return self.fc(x.mean((2, 3)))
+
+
+class MsBottleneck(mnn.Cell):
+    """Defines ``down_sample`` first: its 1x1 convolution has the shape of ``conv3``."""
+
+    def __init__(self, cin: int, width: int, cout: int, stride: int, groups: int, same_pad: bool) -> None:
+        super().__init__()
+        self.down_sample = None
+        if stride != 1 or cin != cout:
+            self.down_sample = mnn.SequentialCell(
+                [mnn.Conv2d(cin, cout, 1, stride, pad_mode="valid"), mnn.BatchNorm2d(cout, momentum=0.9)]
+            )
+        self.conv1 = mnn.Conv2d(cin, width, 1, pad_mode="valid")
+        self.bn1 = mnn.BatchNorm2d(width, momentum=0.9)
+        pad = {"pad_mode": "same"} if same_pad else {"pad_mode": "pad", "padding": 1}
+        self.conv2 = mnn.Conv2d(width, width, 3, stride, group=groups, **pad)
+        self.bn2 = mnn.BatchNorm2d(width, momentum=0.9)
+        self.conv3 = mnn.Conv2d(width, cout, 1, pad_mode="valid")
+        self.bn3 = mnn.BatchNorm2d(cout, momentum=0.9)
+        self.relu = mnn.ReLU()
+
+    def construct(self, x: ms.Tensor) -> ms.Tensor:
+        identity = x if self.down_sample is None else self.down_sample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        return self.relu(self.bn3(self.conv3(out)) + identity)
+
+
+class MsResNeXt(mnn.Cell):
+    """Stages nested in one ``stages`` list; ``same_pad``: the strided grouped convolution pads "same"."""
+
+    def __init__(self, same_pad: bool = False) -> None:
+        super().__init__()
+        self.stem = mnn.SequentialCell(
+            [
+                mnn.Conv2d(3, 16, 3, 1, pad_mode="pad", padding=1),
+                mnn.BatchNorm2d(16, momentum=0.9),
+                mnn.ReLU(),
+            ]
+        )
+        self.stages = mnn.SequentialCell(
+            [
+                mnn.SequentialCell(
+                    [MsBottleneck(16, 16, 32, 1, 4, False), MsBottleneck(32, 16, 32, 1, 4, False)]
+                ),
+                mnn.SequentialCell([MsBottleneck(32, 32, 64, 2, 4, same_pad)]),
+            ]
+        )
+        self.classifier = mnn.Dense(64, 10)
+
+    def construct(self, x: ms.Tensor) -> ms.Tensor:
+        return self.classifier(self.stages(self.stem(x)).mean((2, 3)))
+
+
 def randomise_batchnorms(net: tnn.Module, seed: int = 0) -> tnn.Module:
     """Give every BatchNorm of a torch network running statistics and an affine transform far from 0 and 1.
 
@@ -379,6 +472,7 @@ def randomise_batchnorms(net: tnn.Module, seed: int = 0) -> tnn.Module:
 
 # network -> (torch class, correct port, port with its difference, torch layer to name, input shape)
 PORTS = {
+    "resnext": (TorchResNeXt, MsResNeXt, lambda: MsResNeXt(same_pad=True), "layer2.0.conv2", (2, 3, 16, 16)),
     "resnet": (TorchResNet, MsResNet, lambda: MsResNet(eps=1e-3), "bn1", (2, 3, 32, 32)),
     "mobilenet": (
         TorchMobileNet,
