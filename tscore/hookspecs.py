@@ -592,8 +592,9 @@ def ts_named_layers(model: object) -> Sequence[LayerInfo] | None:
     Settings the core compares when both sides give them: ``bias``,
     ``kernel_size``, ``stride``, ``dilation``, ``groups`` and ``padding``
     (``[[before, after], ...]`` per spatial dim, or ``"same"``) of
-    convolutions; ``eps`` and ``momentum`` (torch's meaning: the weight of the
-    new batch) of normalisations; ``p`` (the drop probability) of dropout;
+    convolutions; ``kernel_size``, ``stride``, ``padding`` and ``ceil_mode``
+    of max and average poolings; ``eps`` and ``momentum`` (torch's meaning:
+    the weight of the new batch) of normalisations; ``p`` (the drop probability) of dropout;
     ``hidden_size``, ``num_layers``, ``bidirectional``, ``batch_first`` of
     recurrent layers; ``num_heads`` of attention.
     """

@@ -91,6 +91,35 @@ def test_a_network_of_a_framework_without_layers_cannot_get_a_weight_map(cratefw
         ts.migrator.get_weight_map(CrateNet(), target="cratefw")
 
 
+class LayeredCrateBackend(CrateBackend):
+    """Lists the layers of a network that has them, and cannot read any network's state."""
+
+    def layer_params(self, model: CrateNet) -> list[tuple[str, str, list[str]]] | None:
+        return getattr(model, "layers", None)
+
+
+def test_a_target_whose_plugin_cannot_answer_leaves_the_names_to_pair_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    module = types.ModuleType("cratefw")
+    module.Crate, module.CrateNet = Crate, CrateNet  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "cratefw", module)
+    name = ts.register_plugin(LayeredCrateBackend(), "cratefw_layers")
+    try:
+        source, target = CrateNet(), CrateNet()
+        source.layers = [("body", "linear", ["weight"]), ("head", "linear", ["weight"])]  # type: ignore[attr-defined]
+        weight_map = ts.migrator.get_weight_map(source, ms_net=target)
+        assert weight_map.alignment == ()
+        assert weight_map.name_map == {"body.weight": "body.weight", "head.weight": "head.weight"}
+        assert "ms_net is a" in caplog.text and "paired by their names only" in caplog.text
+        target.layers = [("trunk", "linear", ["weight"]), ("fc", "linear", ["weight"])]  # type: ignore[attr-defined]
+        caplog.clear()
+        weight_map = ts.migrator.get_weight_map(source, ms_net=target)
+        assert weight_map.alignment == () and "cannot read its state (ts_model_state)" in caplog.text
+    finally:
+        ts.unregister_plugin(name)
+
+
 @pytest.mark.parametrize(
     ("spelling", "neutral"),
     [

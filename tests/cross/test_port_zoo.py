@@ -78,6 +78,13 @@ def test_an_activation_variant_is_paired_and_the_row_says_the_kinds_differ() -> 
     assert row.note.startswith("paired with a layer of another kind (relu6 / relu), by order")
 
 
+def test_a_lost_ceil_mode_is_named_by_its_setting_and_its_output_shapes() -> None:
+    report = run("squeezenet", PORTS["squeezenet"][2]())
+    shapes = "output shapes differ, (2, 16, 8, 8) vs (2, 16, 7, 7)"
+    assert report.verdict().startswith(f"first divergence: features.2 (MaxPool2d / MaxPool2d): {shapes}")
+    assert "settings differ: ceil_mode torch (cpu) True, mindspore (CPU) False" in report.verdict()
+
+
 def test_a_layer_order_swap_is_placed_in_its_block_between_the_two_layers() -> None:
     broken = PORTS["mnasnet"][2]
     first = run("mnasnet", broken()).first_divergence

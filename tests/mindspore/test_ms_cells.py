@@ -36,6 +36,26 @@ def test_same_padding_is_named_as_such() -> None:
     assert layers[0].config["padding"] == "same" and layers[0].config["kernel_size"] == [3]
 
 
+@pytest.mark.parametrize(
+    ("cell", "config"),
+    [
+        (
+            nn.MaxPool2d(3, 2, pad_mode="pad", padding=1, ceil_mode=True),
+            {"kernel_size": [3, 3], "stride": [2, 2], "padding": [[1, 1], [1, 1]], "ceil_mode": True},
+        ),
+        (nn.MaxPool2d(3, 2, pad_mode="same"), {"kernel_size": [3, 3], "stride": [2, 2], "padding": "same"}),
+        (nn.MaxPool1d(3, 2), {"kernel_size": [3], "stride": [2], "padding": [[0, 0]], "ceil_mode": False}),
+        (
+            nn.AvgPool2d(3, 2, pad_mode="pad", padding=1, ceil_mode=True),
+            {"kernel_size": [3, 3], "stride": [2, 2], "padding": [[1, 1], [1, 1]], "ceil_mode": True},
+        ),
+    ],
+)
+def test_pooling_settings_are_read_from_the_cell_and_its_primitive(cell: nn.Cell, config: dict) -> None:
+    found = hook().ts_named_layers(model=cell)[0].config
+    assert {k: found[k] for k in config} == config
+
+
 def test_recording_works_in_graph_mode_and_puts_the_mode_back(in_tmp: object) -> None:
     ms.set_context(mode=ms.GRAPH_MODE)
     try:

@@ -44,6 +44,18 @@ def test_layers_come_with_kind_own_entries_and_settings() -> None:
     assert layers["2"].kind == "relu" and layers["3"].kind == "flatten"
 
 
+def test_pooling_settings_are_neutral() -> None:
+    (layer,) = hook().ts_named_layers(model=nn.MaxPool2d(3, 2, 1, ceil_mode=True))
+    assert layer.config == {
+        "kernel_size": [3, 3],
+        "stride": [2, 2],
+        "padding": [[1, 1], [1, 1]],
+        "ceil_mode": True,
+    }
+    (layer,) = hook().ts_named_layers(model=nn.AvgPool1d(2))
+    assert layer.config == {"kernel_size": [2], "stride": [2], "padding": [[0, 0]], "ceil_mode": False}
+
+
 def test_recorded_inputs_survive_an_in_place_relu() -> None:
     model = net().eval()
     x = np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32)

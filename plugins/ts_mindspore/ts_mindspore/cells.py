@@ -115,6 +115,32 @@ def _padding(cell: Any, dims: int) -> list[list[int]] | str:
     return [flat[2 * i : 2 * i + 2] for i in range(dims)]
 
 
+def _pool_config(cell: Any, dims: int) -> dict[str, Any]:
+    """Kernel, stride, padding and ``ceil_mode`` of ``nn.MaxPool1d/2d`` and ``nn.AvgPool1d/2d``.
+
+    With ``pad_mode="pad"`` the cell runs a 3-d primitive that keeps the pads and ``ceil_mode``
+    (``pads`` for max pooling, ``pad`` as before/after pairs for average pooling).
+    """
+    config: dict[str, Any] = {
+        "kernel_size": _spatial(cell.kernel_size, dims),
+        "stride": _spatial(cell.stride, dims),
+    }
+    mode = str(cell.pad_mode).upper()
+    primitive = getattr(cell, "max_pool", None) or getattr(cell, "avg_pool", None)
+    attrs = dict(getattr(primitive, "attrs", {}) or {})
+    if mode == "SAME":
+        config["padding"] = "same"
+    elif mode == "PAD" and "pads" in attrs:
+        config["padding"] = [[int(p), int(p)] for p in list(attrs["pads"])[-dims:]]
+    elif mode == "PAD" and "pad" in attrs:
+        flat = [int(p) for p in attrs["pad"]][-2 * dims :]
+        config["padding"] = [flat[2 * i : 2 * i + 2] for i in range(dims)]
+    elif mode == "VALID":
+        config["padding"] = [[0, 0]] * dims
+    config["ceil_mode"] = bool(attrs.get("ceil_mode", False)) if mode == "PAD" else False
+    return config
+
+
 def cell_config(cell: Any, kind: str) -> dict[str, Any]:
     """Return the settings of a ``mindspore.nn`` cell that change what it computes (neutral meaning)."""
     if type(cell).__module__.startswith("mindspore.mint"):
@@ -131,6 +157,8 @@ def cell_config(cell: Any, kind: str) -> dict[str, Any]:
             "bias": bool(cell.has_bias),
             "padding": _padding(cell, dims),
         }
+    if kind.startswith(("maxpool", "avgpool")) and kind[-2:] in ("1d", "2d"):
+        return _pool_config(cell, int(kind[-2]))
     if kind.startswith("batchnorm"):
         norm = cell if hasattr(cell, "eps") else cell.bn2d  # BatchNorm3d keeps its settings in bn2d
         # MindSpore keeps 1 - momentum: the weight of the new batch, as torch means momentum

@@ -115,6 +115,14 @@ def layer_config(module: Any, kind: str) -> dict[str, Any]:
             "bias": module.bias is not None,
             "padding": _pairs(module.padding, dims),
         }
+    if kind.startswith(("maxpool", "avgpool")) and kind[-2:] in ("1d", "2d", "3d"):
+        dims = int(kind[-2])
+        return {
+            "kernel_size": _tuple(module.kernel_size, dims),
+            "stride": _tuple(module.stride if module.stride is not None else module.kernel_size, dims),
+            "padding": _pairs(module.padding, dims),
+            "ceil_mode": bool(module.ceil_mode),
+        }
     if kind.startswith(("batchnorm", "instancenorm")):
         return {"eps": float(module.eps), "momentum": module.momentum}
     if kind in ("layernorm", "groupnorm"):
