@@ -69,7 +69,7 @@ def test_names_that_end_alike_decide_between_alike_candidates_and_say_so() -> No
     assert matches["block.conv_b"] == ("cell.conv_b", "structure")
     assert matches["block.conv_a"] == (None, "unmatched")
     note = next(m.note for m in align_layers(source, target) if m.source == "block.conv_b")
-    assert note.endswith("chosen because the names end alike")
+    assert note.endswith("chosen because only their names end alike")
 
 
 def test_layers_defined_in_swapped_order_still_pair_when_each_is_unique() -> None:
@@ -124,3 +124,43 @@ def test_the_alignment_is_saved_with_the_map_and_read_back(tmp_path: Path) -> No
     assert loaded.alignment == alignment
     assert loaded.inverse().alignment[0] == LayerMatch("classifier", "fc", "linear", "structure")
     assert loaded.twins() == {"fc": ("classifier", "structure")}
+
+
+def test_alike_rivals_named_alike_too_stay_ambiguous() -> None:
+    """A repeated block with one missing: every rival ends in ``conv1`` too, so the names decide nothing."""
+    source = [conv("layer1.0.conv1"), bn("layer1.0.bn1"), conv("layer1.1.conv1"), bn("layer1.1.bn1")]
+    target = [conv("layers1.0.conv1"), bn("layers1.0.bn1")]
+    matches = align_layers(source, target)
+    assert [m.how for m in matches] == ["ambiguous", "ambiguous", "unmatched", "unmatched"]
+    assert "could also pair with layer1.1.conv1" in matches[0].note
+
+
+def test_crossing_anchors_still_cut_the_networks_where_the_others_agree() -> None:
+    p = AlignedLayer("p", "linear", ("linear", (("weight", (2, 2)),)))
+    q = AlignedLayer("q", "linear", ("linear", (("weight", (3, 3)),)))
+    mid = AlignedLayer("mid", "linear", ("linear", (("weight", (4, 4)),)))
+    source = [p, q, conv("stem.conv"), mid, conv("blk.conv")]
+    target = [q, p, mid, conv("blk2.conv")]
+    found_ = found(align_layers(source, target))
+    assert found_["blk.conv"] == ("blk2.conv", "structure")  # after the mid anchor, not the stem's
+    assert found_["stem.conv"] == (None, "unmatched")
+
+
+def test_two_unique_layers_in_swapped_order_are_both_certain() -> None:
+    fc = AlignedLayer("a.fc", "linear", ("linear", (("weight", (10, 8)),)))
+    head = AlignedLayer("a.head", "linear", ("linear", (("weight", (4, 8)),)))
+    proj = AlignedLayer("b.proj", "linear", ("linear", (("weight", (4, 8)),)))
+    classifier = AlignedLayer("b.classifier", "linear", ("linear", (("weight", (10, 8)),)))
+    matches = align_layers([fc, head], [proj, classifier])
+    assert {(m.source, m.target, m.how) for m in matches} == {
+        ("a.fc", "b.classifier", "structure"),
+        ("a.head", "b.proj", "structure"),
+    }
+    assert all("missing" not in m.note for m in matches)
+
+
+def test_a_rankless_kind_anchors_at_its_path() -> None:
+    """torch's SyncBatchNorm is ``batchnorm``; MindSpore's BatchNorm2d ``batchnorm2d``: one layer."""
+    sync = AlignedLayer("bn", "batchnorm", ("batchnorm", (("gamma", (8,)),)))
+    matches = align_layers([sync], [bn("bn")])
+    assert [(m.target, m.how) for m in matches] == [("bn", "names")]

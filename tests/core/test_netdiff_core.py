@@ -157,6 +157,29 @@ def test_layers_pair_through_the_map_by_path_and_by_order() -> None:
     assert pairs["act"] == ("gelu", "order")
 
 
+def test_a_map_edited_after_its_alignment_pairs_as_its_names_say() -> None:
+    """The user fixed an ambiguous pair in the map's names; the stale alignment must not win."""
+    from tscore.checkpoint.layer_alignment import LayerMatch
+
+    orig = _layers(
+        ("", "Net", "", ()),
+        ("a", "Linear", "linear", ("a.weight",)),
+        ("b", "Linear", "linear", ("b.weight",)),
+    )
+    target = _layers(
+        ("", "Net", "", ()),
+        ("x", "Dense", "linear", ("x.weight",)),
+        ("y", "Dense", "linear", ("y.weight",)),
+    )
+    stale = (LayerMatch("a", "x", "linear", "ambiguous"), LayerMatch("b", "y", "linear", "ambiguous"))
+    edited = WeightMap({"a.weight": "y.weight", "b.weight": "x.weight"}, {}, alignment=stale)
+    pairs = {p.orig.path: (p.target.path, p.paired_by) for p in pair_layers(orig, target, edited)}
+    assert pairs["a"] == ("y", "weights") and pairs["b"] == ("x", "weights")
+    followed = WeightMap({"a.weight": "x.weight", "b.weight": "y.weight"}, {}, alignment=stale)
+    pairs = {p.orig.path: (p.target.path, p.paired_by) for p in pair_layers(orig, target, followed)}
+    assert pairs["a"] == ("x", "ambiguous")
+
+
 def test_the_divergence_line_reads_as_the_issue_writes_it() -> None:
     first = Divergence(
         orig_path="features.3",

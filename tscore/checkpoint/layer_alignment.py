@@ -12,8 +12,10 @@ that own weights in three passes, and says for each pair how it was found:
    contains is certain; where several runs are equally long (a repeated
    block with one block missing on one side), the pair is ``ambiguous`` and
    its note names the other candidates, unless the last parts of the two
-   paths are the same word (``conv1``, not a position such as ``0``), which
-   decides it and is said in the note.
+   paths are the same word (``conv1``, not a position such as ``0``) and no
+   rival's is, which decides it and is said in the note. Anchors that cross
+   (layers defined in another order) cut nothing: the longest run of
+   anchors in order does.
 3. ``structure`` again for what is left out of order: a signature that
    occurs once among the leftovers of each side (two layers defined in
    swapped order).
@@ -24,6 +26,7 @@ knows a framework: the caller computes the signatures.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
@@ -87,6 +90,18 @@ def _named_alike(a: AlignedLayer, b: AlignedLayer) -> bool:
     return bool(leaf) and not leaf.isdigit() and leaf == _leaf(b.path)
 
 
+def base_kind(kind: str) -> str:
+    """Drop a kind's rank: ``batchnorm2d`` -> ``batchnorm`` (torch's SyncBatchNorm is ``batchnorm``)."""
+    return re.sub(r"[123]d$", "", kind)
+
+
+def kinds_agree(first: str, second: str) -> bool:
+    """Say whether two neutral kinds may be one layer: equal, unknown, or one of them without a rank."""
+    if not first or not second or first == second:
+        return True
+    return first == base_kind(second) or second == base_kind(first)
+
+
 def _anchors(source: Sequence[AlignedLayer], target: Sequence[AlignedLayer]) -> dict[int, int]:
     """Source index -> target index for layers at the same path whose kinds do not contradict."""
     by_path = {layer.path: j for j, layer in enumerate(target)}
@@ -95,8 +110,7 @@ def _anchors(source: Sequence[AlignedLayer], target: Sequence[AlignedLayer]) -> 
         j = by_path.get(layer.path)
         if j is None:
             continue
-        kinds = layer.kind, target[j].kind
-        if not all(kinds) or kinds[0] == kinds[1]:
+        if kinds_agree(layer.kind, target[j].kind):
             found[i] = j
     return found
 
@@ -174,12 +188,15 @@ def _segment(a: Sequence[AlignedLayer], b: Sequence[AlignedLayer]) -> list[tuple
         return []
     fwd, back = _tables(a, b)
     options_a, skip_a, options_b, skip_b = _optimal_options(a, b, fwd, back)
+    count_a = Counter(layer.signature for layer in a)
+    count_b = Counter(layer.signature for layer in b)
     out = []
     for i, j in _weighted_path(a, b):
         rivals_b = sorted(options_a.get(i, set()) - {j})
         rivals_a = sorted(options_b.get(j, set()) - {i})
-        if not (rivals_a or rivals_b or i in skip_a or j in skip_b):
-            out.append((i, j, STRUCTURE, ""))
+        only_pair = count_a[a[i].signature] == 1 and count_b[b[j].signature] == 1
+        if not (rivals_a or rivals_b) and (only_pair or not (i in skip_a or j in skip_b)):
+            out.append((i, j, STRUCTURE, ""))  # no other layer alike could take either place
             continue
         parts = [
             f"{mine} could also pair with {_few([x.path for x in rivals])}"
@@ -190,8 +207,11 @@ def _segment(a: Sequence[AlignedLayer], b: Sequence[AlignedLayer]) -> list[tuple
             if rivals
         ]
         alike = "; ".join(parts) or "a layer alike is missing on one side, and which one is unclear"
-        if _named_alike(a[i], b[j]):
-            out.append((i, j, STRUCTURE, f"{alike}; chosen because the names end alike"))
+        rivals_named_alike = any(_named_alike(a[i], b[k]) for k in rivals_b) or any(
+            _named_alike(a[k], b[j]) for k in rivals_a
+        )
+        if _named_alike(a[i], b[j]) and not rivals_named_alike:
+            out.append((i, j, STRUCTURE, f"{alike}; chosen because only their names end alike"))
         else:
             out.append((i, j, AMBIGUOUS, f"{alike}; chosen by order, pass weight_map= to decide"))
     return out
@@ -202,9 +222,29 @@ def _few(paths: list[str]) -> str:
     return ", ".join(paths[:4]) + (", ..." if len(paths) > 4 else "")
 
 
-def _monotone(anchors: dict[int, int]) -> bool:
-    targets = [anchors[i] for i in sorted(anchors)]
-    return all(x < y for x, y in pairwise(targets))
+def longest_increasing(pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Keep the longest run of ``pairs`` (sorted by their first number) whose second numbers increase.
+
+    Where two anchors cross (layers defined in another order on one side), the others still
+    cut the networks into stretches that correspond.
+    """
+    tails: list[int] = []  # tails[k]: index in pairs of the smallest end of an increasing run of length k + 1
+    ends: list[int] = []  # the second numbers of those ends, for bisection
+    before = [-1] * len(pairs)
+    for index, (_, second) in enumerate(pairs):
+        k = bisect.bisect_left(ends, second)
+        before[index] = tails[k - 1] if k else -1
+        if k == len(tails):
+            tails.append(index)
+            ends.append(second)
+        else:
+            tails[k], ends[k] = index, second
+    kept = []
+    index = tails[-1] if tails else -1
+    while index >= 0:
+        kept.append(pairs[index])
+        index = before[index]
+    return kept[::-1]
 
 
 def align_layers(source: Sequence[AlignedLayer], target: Sequence[AlignedLayer]) -> list[LayerMatch]:
@@ -219,7 +259,7 @@ def align_layers(source: Sequence[AlignedLayer], target: Sequence[AlignedLayer])
     for i, j in anchors.items():
         same = source[i].signature == target[j].signature
         found[i] = (j, NAMES, "" if same else "same path, but the parameters' names or shapes differ")
-    cuts = sorted(anchors.items()) if _monotone(anchors) else []
+    cuts = longest_increasing(sorted(anchors.items()))
     bounds = [(-1, -1), *cuts, (len(source), len(target))]
     taken = set(anchors.values())
     for (i0, j0), (i1, j1) in pairwise(bounds):

@@ -2,9 +2,10 @@
 
 Each side's plugin lists its layers (``ts_layer_params``) and gives the
 shapes of their entries (``ts_model_state``); a plugin that cannot answer
-leaves the names alone to pair the layers, with a warning. A source layer's *signature* is
-its neutral kind and its entries as the target would store them (names and
-shapes carried through :class:`~tscore.checkpoint.conventions.Conventions`);
+leaves the names alone to pair the layers, with a warning. A source layer's
+*signature* is its neutral kind (without a rank: torch's SyncBatchNorm is any
+BatchNorm) and its entries as the target would store them (names and shapes
+carried through :class:`~tscore.checkpoint.conventions.Conventions`);
 a target layer's is its kind and its own entries, less those the source
 never has. :func:`~tscore.checkpoint.layer_alignment.align_layers` then pairs
 them. When every layer is at the same path on both sides, no state is read.
@@ -19,7 +20,14 @@ import numpy as np
 
 from tscore.checkpoint import transforms
 from tscore.checkpoint.conventions import Conventions, LayerMapping
-from tscore.checkpoint.layer_alignment import NAMES, AlignedLayer, LayerMatch, align_layers
+from tscore.checkpoint.layer_alignment import (
+    NAMES,
+    AlignedLayer,
+    LayerMatch,
+    align_layers,
+    base_kind,
+    kinds_agree,
+)
 from tscore.plugins import hook
 
 log = logging.getLogger(__name__)
@@ -68,8 +76,7 @@ def _all_at_same_paths(
     if {path for path, _, _ in owners} != set(target):
         return False
     for path, kind, _ in owners:
-        other = target[path][0]
-        if kind and other and kind != other:
+        if not kinds_agree(kind, target[path][0]):
             return False
         wanted = {name for name in mappings[path].names.values() if name is not None}
         if not wanted <= target[path][1]:
@@ -116,14 +123,14 @@ def align_networks(
             for local, renamed in mapping.names.items()
             if renamed is not None
         )
-        source.append(AlignedLayer(path, kind, (kind, tuple(entries))))
+        source.append(AlignedLayer(path, kind, (base_kind(kind), tuple(entries))))
     target = []
     for path, kind, params in target_listed:
         extra = conventions.target_only(kind)
         entries = sorted(
             (local, target_shapes.get(_full(path, local))) for local in params if local not in extra
         )
-        target.append(AlignedLayer(path, kind, (kind, tuple(entries))))
+        target.append(AlignedLayer(path, kind, (base_kind(kind), tuple(entries))))
     matches = tuple(align_layers(source, target))
     log.debug("aligned %d source and %d target layers: %s", len(source), len(target), matches)
     return matches

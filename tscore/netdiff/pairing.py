@@ -5,9 +5,10 @@
    them (the one at the same path, or named like the orig layer, or else the
    deepest layer holding them all). When the map was aligned by structure
    (names that differ), the pair says so: ``structure`` or ``ambiguous``.
-2. A container pairs with the target container that holds exactly the
-   twins of the weight-owning layers inside it (``features`` with
-   ``layers`` when every convolution inside one has its twin inside the other).
+2. A container pairs with the target container whose paired weight-owning
+   layers are exactly the twins of those inside it (``features`` with
+   ``layers`` when every convolution inside one has its twin inside the
+   other); ``ambiguous`` when one of those pairs was.
 3. Layers at the same path pair (the usual case: a migration keeps the
    attribute names).
 4. The rest pair by order within their already paired parents, matching
@@ -20,12 +21,11 @@
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from tscore.checkpoint.layer_alignment import AMBIGUOUS, STRUCTURE
+from tscore.checkpoint.layer_alignment import AMBIGUOUS, STRUCTURE, longest_increasing
 from tscore.checkpoint.weight_map import WeightMap
 from tscore.module_hooks import LayerInfo
 
@@ -50,6 +50,15 @@ def _owners(name: str) -> list[str]:
     """List the paths that could hold parameter ``name``, shallowest first (``""``, ``a``, ``a.b``)."""
     parts = name.split(".")[:-1]
     return [""] + [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _holds(twin: str, layer: LayerInfo, weight_map: WeightMap) -> bool:
+    """Say whether the map sends every kept entry of ``layer`` into the layer ``twin``.
+
+    A map edited by hand after its alignment was saved is followed, not the stale alignment.
+    """
+    names = [weight_map.name_map.get(p) for p in layer.params]
+    return any(names) and all(n is None or not twin or n.startswith(twin + ".") for n in names)
 
 
 def _through_weights(layer: LayerInfo, weight_map: WeightMap, target_paths: set[str]) -> str | None:
@@ -121,12 +130,18 @@ def _by_contents(
     add: Callable[[LayerInfo, LayerInfo, str], None],
     taken: set[str],
 ) -> None:
-    """Pair each container with the target container holding exactly the twins of its weight-owning layers."""
+    """Pair each container with the target one whose paired weight-owning layers are its own's twins.
+
+    The pair is ``ambiguous`` when one of the pairs inside it was.
+    """
     under_orig: dict[str, set[str]] = {}
     under_target: dict[str, set[str]] = {}
+    unsure: set[str] = set()  # orig containers holding a pair that was ambiguous
     for pair in weight_pairs:
         for ancestor in _ancestors(pair.orig.path):
             under_orig.setdefault(ancestor, set()).add(pair.target.path)
+            if pair.paired_by == AMBIGUOUS:
+                unsure.add(ancestor)
         for ancestor in _ancestors(pair.target.path):
             under_target.setdefault(ancestor, set()).add(pair.target.path)
     for layer in reversed(orig_layers[1:]):  # the deepest container first
@@ -136,7 +151,7 @@ def _by_contents(
         holder: str | None = _common_ancestor(twins)
         while holder and holder in target_by_path and under_target.get(holder) == twins:
             if holder not in taken:  # a wrapper the other side lacks may hold the same: go up
-                add(layer, target_by_path[holder], "contents")
+                add(layer, target_by_path[holder], AMBIGUOUS if layer.path in unsure else "contents")
                 break
             holder = holder.rpartition(".")[0] if "." in holder else None
 
@@ -190,17 +205,11 @@ def pair_layers(
             taken.add(target_layer.path)
 
     add(orig_layers[0], target_layers[0], "root")
-    alignment = weight_map.alignment if weight_map is not None else ()
-    no_twin = {m.source for m in alignment if m.target is None} | {
-        m.target for m in alignment if m.source is None
-    }
     if weight_map is not None:
         twins = weight_map.twins()
         for layer in orig_layers[1:]:
-            if layer.path in no_twin:
-                continue
             twin, how = twins.get(layer.path, ("", "weights"))
-            if twin in target_by_path and how in (STRUCTURE, AMBIGUOUS):
+            if how in (STRUCTURE, AMBIGUOUS) and twin in target_by_path and _holds(twin, layer, weight_map):
                 add(layer, target_by_path[twin], how)
                 continue
             target = _through_weights(layer, weight_map, set(target_by_path))
@@ -209,7 +218,7 @@ def pair_layers(
         weight_pairs = [p for p in found.values() if p.paired_by != "root"]
         _by_contents(orig_layers, target_by_path, weight_pairs, add, taken)
     for layer in orig_layers[1:]:
-        if layer.path in target_by_path and layer.path not in no_twin:
+        if layer.path in target_by_path:
             add(layer, target_by_path[layer.path], "path")
     children_t: dict[str, list[LayerInfo]] = {}
     children_m: dict[str, list[LayerInfo]] = {}
@@ -234,25 +243,6 @@ def _leaves(layers: Sequence[LayerInfo]) -> list[LayerInfo]:
     return [layer for layer in layers[1:] if layer.path not in parents]
 
 
-def _increasing(cuts: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Keep the longest run of ``cuts`` (increasing in their first number) whose second numbers increase."""
-    tails: list[int] = []  # tails[k]: index in cuts of the smallest end of an increasing run of length k + 1
-    before: list[int] = [-1] * len(cuts)
-    for index, (_, j) in enumerate(cuts):
-        k = bisect.bisect_left([cuts[t][1] for t in tails], j)
-        before[index] = tails[k - 1] if k else -1
-        if k == len(tails):
-            tails.append(index)
-        else:
-            tails[k] = index
-    kept = []
-    index = tails[-1] if tails else -1
-    while index >= 0:
-        kept.append(cuts[index])
-        index = before[index]
-    return kept[::-1]
-
-
 def _leaves_between_anchors(
     orig_layers: Sequence[LayerInfo],
     target_layers: Sequence[LayerInfo],
@@ -271,7 +261,7 @@ def _leaves_between_anchors(
         for i, leaf in enumerate(orig_leaves)
         if leaf.path in found and found[leaf.path].target.path in position
     ]
-    cuts = _increasing(cuts)  # where paired leaves cross (defined in another order), keep most of them
+    cuts = longest_increasing(cuts)  # where paired leaves cross (defined in another order), keep most of them
     paired_target = {pair.target.path for pair in found.values()}
     bounds = [(-1, -1), *cuts, (len(orig_leaves), len(target_leaves))]
     for (i0, j0), (i1, j1) in pairwise(bounds):
