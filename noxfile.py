@@ -1,8 +1,9 @@
 """Every way to install, test, lint and benchmark tscore.
 
-Plain ``nox`` runs lint and the eight test sessions: the core with no framework
+Plain ``nox`` runs lint and the nine test sessions: the core with no framework
 installed, torch alone, MindSpore alone, both together, a real model zoo's
-port (mindcv) against torch, the PaddlePaddle backend beside torch, the
+port (mindcv) against torch, the MSAdapter backend on mindnlp's mindtorch,
+the PaddlePaddle backend beside torch, the
 Ascend NPU plugin against a fake torch_npu, and the HTML reports in a real
 headless Chromium.
 ``nox -s example`` runs the bundled example; ``nox -s bench``,
@@ -19,7 +20,18 @@ from pathlib import Path
 
 import nox
 
-nox.options.sessions = ["lint", "core", "torch", "mindspore", "both", "zoo", "paddle", "npu", "browser"]
+nox.options.sessions = [
+    "lint",
+    "core",
+    "torch",
+    "mindspore",
+    "both",
+    "zoo",
+    "msadapter",
+    "paddle",
+    "npu",
+    "browser",
+]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
 
@@ -102,6 +114,43 @@ def zoo(session: nox.Session) -> None:
     """The difference finder on a real model zoo's port (mindcv 0.3.0), no weight map passed."""
     session.install(*CONSTRAINTS, CORE, TORCH_PLUGIN, MS_PLUGIN, MS_NUMPY, "mindcv==0.3.0")
     _pytest(session, "tests/zoo")
+
+
+# mindnlp 0.5.1's own requirements pin MindSpore <= 2.7 and pull real torch through accelerate: its
+# mindtorch runs on MindSpore 2.10 with these, found one missing import at a time (FRAMEWORKS.md).
+MSADAPTER_NO_DEPS = (
+    "mindnlp==0.5.1",
+    "transformers==4.57.1",
+    "tokenizers==0.22.1",
+    "huggingface-hub==0.36.2",
+    "accelerate==1.15.0",
+    "diffusers==0.35.2",
+)
+MSADAPTER_DEPS = (
+    "mindspore==2.10.0",
+    "ml_dtypes",
+    "regex",
+    "safetensors",
+    "requests",
+    "pyyaml",
+    "filelock",
+    "fsspec",
+    "packaging",
+    "tqdm",
+    "typing_extensions",
+    "ftfy",
+    "pillow",
+    "psutil",
+    "importlib_metadata",
+)
+
+
+@nox.session(python=PYTHON)
+def msadapter(session: nox.Session) -> None:
+    """The MSAdapter backend: mindnlp 0.5.1's mindtorch on MindSpore 2.10, no real torch in the venv."""
+    session.install(*CONSTRAINTS, CORE, "./plugins/ts_msadapter", MS_NUMPY, *MSADAPTER_DEPS)
+    session.install("--no-deps", *MSADAPTER_NO_DEPS)
+    _pytest(session, "tests/msadapter")
 
 
 @nox.session(python=PYTHON)

@@ -1,0 +1,94 @@
+"""tscore plugin for torch-API networks running on MindSpore through mindnlp 0.5.1's ``mindtorch``.
+
+Loading this module imports neither MindSpore nor mindtorch:
+:class:`MsAdapterBackend` claims an object only once ``mindtorch`` is in
+``sys.modules`` (:func:`ts_msadapter.enable`, or the user's ``import
+mindnlp``). Its networks are ``mindtorch.nn.Module`` (what ``torch.nn.Module``
+is in that process) and its tensors are MindSpore tensors under torch's name,
+converted bit for bit (bfloat16 kept). State dicts keep torch's names, so a
+real torch network's weights load by name (``auto_conv_ckpt=2``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from tscore.plugin_api import Backend
+
+if importlib.util.find_spec("mindspore") is None or importlib.util.find_spec("mindtorch") is None:
+    raise ImportError(
+        "ts_msadapter needs MindSpore and mindnlp 0.5.1 (its mindtorch), which are not installed"
+    )
+
+log = logging.getLogger(__name__)
+
+
+def _widened(array: np.ndarray) -> np.ndarray:
+    """Reinterpret MindSpore's own numpy look-alike of bfloat16 as ``ml_dtypes.bfloat16``, bit for bit."""
+    import ml_dtypes
+
+    found = getattr(ml_dtypes, array.dtype.name, None)
+    if found is None or np.dtype(found).itemsize != array.dtype.itemsize:
+        raise TypeError(f"no ml_dtypes type for MindSpore's {array.dtype.name}")
+    return array.view(np.dtype(f"u{array.dtype.itemsize}")).view(found)
+
+
+class MsAdapterBackend(Backend):
+    """Tensors and networks of mindtorch (torch's API computed by MindSpore)."""
+
+    framework = "msadapter"
+    module = "mindtorch"
+    distribution = "mindnlp"
+    import_to_seed = False  # mindtorch imports only after ts_msadapter.enable() on MindSpore 2.10
+
+    def _mindtorch(self) -> Any:
+        return sys.modules["mindtorch"]
+
+    def tensor_types(self) -> tuple[type, ...]:
+        """Return mindtorch's tensor class (MindSpore's, under torch's name)."""
+        return (self._mindtorch().Tensor,)
+
+    def model_types(self) -> tuple[type, ...]:
+        """Return mindtorch's ``nn.Module``."""
+        return (self._mindtorch().nn.Module,)
+
+    def to_numpy(self, tensor: Any, copy: bool) -> np.ndarray:
+        """Copy a mindtorch tensor to a host array of the same dtype (bfloat16 as ``ml_dtypes``)."""
+        array = tensor.asnumpy()
+        if array.dtype.kind == "V" and array.dtype.fields is None:
+            array = _widened(array)
+        return np.array(array, copy=True, order="C") if copy else np.asarray(array, order="C")
+
+    def from_numpy(self, array: np.ndarray, like: Any | None) -> Any:
+        """Make a mindtorch tensor from an array (bfloat16 through float32, which holds it exactly)."""
+        mindtorch = self._mindtorch()
+        if array.dtype.kind == "V":
+            dtype = getattr(mindtorch, array.dtype.name, None)
+            if dtype is None:
+                raise TypeError(f"mindtorch has no dtype {array.dtype.name!r}")
+            return mindtorch.tensor(array.astype(np.float32), dtype=dtype)
+        return mindtorch.tensor(np.array(array, copy=True, order="C"))
+
+    def model_state(self, model: Any) -> dict[str, np.ndarray]:
+        """Return the network's ``state_dict()`` as arrays, under torch's names."""
+        return {name: self.to_numpy(value, copy=True) for name, value in model.state_dict().items()}
+
+    def load_model_state(self, model: Any, params: Mapping[str, np.ndarray]) -> None:
+        """Copy arrays into the network's parameters and buffers of those names."""
+        model.load_state_dict(
+            {name: self.from_numpy(array, None) for name, array in params.items()}, strict=False
+        )
+
+    def seed(self, seed: int, deterministic: bool) -> None:
+        """Seed mindtorch's generator (and MindSpore's, which it computes with)."""
+        self._mindtorch().manual_seed(seed)
+        sys.modules["mindspore"].set_seed(seed)
+
+
+plugin = MsAdapterBackend()

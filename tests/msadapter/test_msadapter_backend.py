@@ -1,0 +1,110 @@
+"""The MSAdapter backend on real mindnlp 0.5.1 (its mindtorch) and MindSpore 2.10, with no real torch.
+
+``nox -s msadapter`` builds the environment. mindtorch cannot share a process
+with real torch, so these tests never import torch before
+:func:`ts_msadapter.enable` has made ``import torch`` give mindtorch.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tscore as ts
+from tscore.plugins import hook
+
+
+def test_real_torch_is_not_installed_here() -> None:
+    assert importlib.util.find_spec("torch") is None or "mindtorch" in str(
+        importlib.util.find_spec("torch").origin
+    )
+
+
+def test_mindspore_2_10_needs_the_generator_shim_to_import_mindnlp() -> None:
+    """Without the shim ``import mindnlp`` fails on MindSpore 2.10's Generator; with it torch is mindtorch."""
+    bare = subprocess.run(
+        [sys.executable, "-c", "import mindnlp"], capture_output=True, text=True, timeout=300
+    )
+    assert bare.returncode != 0
+    assert "Generator.__init__() missing 2 required positional arguments" in bare.stderr
+    shimmed = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import ts_msadapter; ts_msadapter.enable(); import torch; print(torch.__file__)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert shimmed.returncode == 0, shimmed.stderr[-2000:]
+    assert "mindtorch" in shimmed.stdout
+
+
+@pytest.fixture(scope="module")
+def torch():
+    import ts_msadapter
+
+    ts_msadapter.enable()
+    import torch as mindtorch_as_torch
+
+    return mindtorch_as_torch
+
+
+def test_the_shim_is_applied_once_and_only_where_needed(torch) -> None:
+    import ts_msadapter
+
+    assert not ts_msadapter.generator_needs_shim()  # applied: the primitive takes no arguments now
+    # torch.nn's initialisers draw from mindtorch's generator (its step goes through the shim);
+    # mindtorch 0.5.1's CPU randn does not (it calls MindSpore's standard_normal with seeds 0, 0)
+    torch.manual_seed(3)
+    first = torch.nn.Linear(4, 4).weight.numpy()
+    torch.manual_seed(3)
+    assert np.array_equal(first, torch.nn.Linear(4, 4).weight.numpy())
+    torch.manual_seed(4)
+    assert not np.array_equal(first, torch.nn.Linear(4, 4).weight.numpy())
+
+
+def test_tensors_convert_bit_for_bit_with_bfloat16_kept(torch) -> None:
+    t = torch.tensor([1.5, 2.25, -3.0], dtype=torch.bfloat16)
+    meta = ts.tensor_meta(t)
+    assert (meta.framework, meta.dtype, meta.shape) == ("msadapter", "bfloat16", (3,))
+    array = ts.to_numpy(t)
+    assert array.dtype == ml_dtypes.bfloat16 and array.astype(np.float32).tolist() == [1.5, 2.25, -3.0]
+    back = ts.from_numpy(array, "msadapter")
+    assert isinstance(back, torch.Tensor) and back.dtype == torch.bfloat16
+    assert ts.to_numpy(back).tobytes() == array.tobytes()
+
+
+def small_net(torch):
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.Flatten(), torch.nn.Linear(4 * 6 * 6, 2)
+    )
+
+
+def test_a_network_s_state_keeps_torch_s_names_and_loads_back(torch) -> None:
+    torch.manual_seed(0)
+    net, other = small_net(torch), small_net(torch)
+    info = hook().ts_model_info(model=net)
+    assert info is not None and info.framework == "msadapter"
+    state = hook().ts_model_state(model=net)
+    assert list(state) == list(net.state_dict())
+    assert "1.running_mean" in state and state["0.weight"].shape == (4, 3, 3, 3)
+    assert hook().ts_load_model_state(model=other, params=state)
+    x = torch.tensor(np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32))
+    net.eval()
+    other.eval()
+    assert np.array_equal(net(x).numpy(), other(x).numpy())
+
+
+def test_ts_save_names_files_as_on_real_torch(torch, tmp_path: Path) -> None:
+    ts.save(str(tmp_path / "grad"), torch.tensor([1.0, 2.0]))
+    ts.save(str(tmp_path / "pair"), [torch.tensor([1.0]), torch.tensor([2.0])])
+    names = sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".npy")
+    assert names == ["0_grad.npy", "1_pair_0.npy", "1_pair_1.npy"]
