@@ -18,6 +18,9 @@ nothing else of tscore (a test checks the import graph):
   (every layer's mode back after a run), :func:`map_arrays` (turn every
   array in nested arguments into a tensor), :func:`write_atomic`,
   :func:`read_package_json` (a data file shipped in your package),
+  :func:`torch_style_named_layers`, :func:`torch_style_layer_params`,
+  :func:`torch_style_kind` and :func:`torch_style_config` (the layers of any
+  backend with torch's module API, given its ``nn`` namespace),
   :func:`neutral_dtype` and :data:`NEUTRAL_DTYPES`, :func:`restricted_unpickle`
   (read a pickle that may hold only arrays and plain data).
 
@@ -50,10 +53,18 @@ from tscore.npy_files import write_atomic
 from tscore.runtime import Runtime
 from tscore.structures import map_arrays
 from tscore.tensor_meta import FrameworkInfo, ModelInfo, TensorMeta
+from tscore.torch_style_layers import (
+    TORCH_STYLE_KINDS,
+    torch_style_config,
+    torch_style_kind,
+    torch_style_layer_params,
+    torch_style_named_layers,
+)
 
 __all__ = [
     "NEUTRAL_DTYPES",
     "PROJECT_NAME",
+    "TORCH_STYLE_KINDS",
     "Backend",
     "CheckpointContents",
     "CheckpointReadError",
@@ -82,6 +93,10 @@ __all__ = [
     "map_arrays",
     "neutral_dtype",
     "restricted_unpickle",
+    "torch_style_config",
+    "torch_style_kind",
+    "torch_style_layer_params",
+    "torch_style_named_layers",
     "training_modes_restored",
     "write_atomic",
 ]

@@ -108,3 +108,31 @@ def test_ts_save_names_files_as_on_real_torch(torch, tmp_path: Path) -> None:
     ts.save(str(tmp_path / "pair"), [torch.tensor([1.0]), torch.tensor([2.0])])
     names = sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".npy")
     assert names == ["0_grad.npy", "1_pair_0.npy", "1_pair_1.npy"]
+
+
+def test_layers_have_torch_s_kinds_settings_and_entries(torch) -> None:
+    layers = {layer.path: layer for layer in hook().ts_named_layers(model=small_net(torch))}
+    assert layers[""].kind == "sequential"
+    assert layers["0"].kind == "conv2d" and layers["0"].params == ("0.weight", "0.bias")
+    assert layers["0"].config["kernel_size"] == [3, 3] and layers["0"].config["padding"] == [[0, 0], [0, 0]]
+    assert layers["1"].kind == "batchnorm2d" and layers["1"].config == {"eps": 1e-5, "momentum": 0.1}
+    assert "1.running_mean" in layers["1"].params
+    params = hook().ts_layer_params(model=small_net(torch))
+    assert [(path, kind) for path, kind, _ in params] == [
+        ("0", "conv2d"),
+        ("1", "batchnorm2d"),
+        ("3", "linear"),
+    ]
+
+
+def test_every_layer_call_is_recorded_and_the_modes_come_back(torch) -> None:
+    from tscore.netdiff.recording import record_run, run_network
+
+    net = small_net(torch)
+    net.train()
+    x = np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    out, recorder = record_run(net, (x,), "msadapter (cpu)")
+    assert [call.path for call in recorder.calls] == ["", "0", "1", "2", "3"]
+    assert recorder.calls[-1].output.shape == (2, 2)
+    assert net.training and all(module.training for module in net.modules())
+    assert np.allclose(ts.to_numpy(run_network(net, (x,), "msadapter (cpu)")), ts.to_numpy(out))

@@ -14,12 +14,22 @@ from __future__ import annotations
 import importlib.util
 import logging
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from tscore.plugin_api import Backend
+from tscore.plugin_api import (
+    Backend,
+    HookHandles,
+    LayerInfo,
+    ModuleRecorder,
+    hook_layers,
+    map_arrays,
+    torch_style_layer_params,
+    torch_style_named_layers,
+    training_modes_restored,
+)
 
 if importlib.util.find_spec("mindspore") is None or importlib.util.find_spec("mindtorch") is None:
     raise ImportError(
@@ -84,6 +94,33 @@ class MsAdapterBackend(Backend):
         model.load_state_dict(
             {name: self.from_numpy(array, None) for name, array in params.items()}, strict=False
         )
+
+    def layer_params(self, model: Any) -> Sequence[tuple[str, str, Sequence[str]]]:
+        """List a network's layers with their neutral kinds and state-dict entries (torch's names)."""
+        return torch_style_layer_params(model, self._mindtorch().nn)
+
+    def named_layers(self, model: Any) -> list[LayerInfo]:
+        """List every module with its kind, own state entries and settings, read as torch's."""
+        return torch_style_named_layers(model, self._mindtorch().nn)
+
+    def install_module_hooks(self, model: Any, recorder: ModuleRecorder) -> HookHandles:
+        """Report every module call through mindtorch's forward pre-hooks and hooks (torch's API)."""
+        handles = HookHandles(label=f"mindtorch module hooks on {type(model).__name__}")
+        return hook_layers(model.named_modules(), recorder, handles)
+
+    def run_forward(self, model: Any, args: Sequence[Any], kwargs: Mapping[str, Any], train: bool) -> Any:
+        """Run the network without gradients in the asked mode; every module gets its mode back."""
+        mindtorch = self._mindtorch()
+
+        def to_tensor(array: np.ndarray) -> Any:
+            return self.from_numpy(array, None)
+
+        call_args = map_arrays(tuple(args), to_tensor)
+        call_kwargs = map_arrays(dict(kwargs), to_tensor)
+        with training_modes_restored(model.modules()):
+            model.train(train)
+            with mindtorch.no_grad():
+                return model(*call_args, **call_kwargs)
 
     def seed(self, seed: int, deterministic: bool) -> None:
         """Seed mindtorch's generator (and MindSpore's, which it computes with)."""

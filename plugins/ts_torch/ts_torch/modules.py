@@ -7,35 +7,22 @@ from typing import Any
 
 import numpy as np
 
-from ts_torch.layers import layer_config, layer_kind
 from tscore.plugin_api import (
     HookHandles,
     LayerInfo,
     ModuleRecorder,
     hook_layers,
     map_arrays,
+    torch_style_named_layers,
     training_modes_restored,
 )
 
 
 def named_layers(model: Any) -> list[LayerInfo]:
     """Every module of ``model`` (shared ones once), root first, with kind, own state entries and settings."""
-    layers = []
-    for path, module in model.named_modules():
-        prefix = f"{path}." if path else ""
-        own = [*module.named_parameters(recurse=False), *module.named_buffers(recurse=False)]
-        kind = layer_kind(module)
-        layers.append(
-            LayerInfo(
-                path=path,
-                type_name=type(module).__name__,
-                kind=kind,
-                params=tuple(prefix + name for name, value in own if value is not None),
-                config=layer_config(module, kind),
-                layer=module,
-            )
-        )
-    return layers
+    import torch
+
+    return torch_style_named_layers(model, torch.nn)
 
 
 def install_module_hooks(model: Any, recorder: ModuleRecorder) -> HookHandles:
