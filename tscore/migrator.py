@@ -7,7 +7,8 @@ mapping, converting and comparing checkpoints (``get_weight_map``,
 ``convert_weight``, ``compare_ms_ckpt``, ``compare_pth_and_ckpt``,
 ``convert_weight_and_load``, ``save_net_and_weight_params``); running a
 torch network and its MindSpore twin side by side and finding the first layer
-that differs (``NetDifferenceFinder``); TroubleShooter's ``api_dump_*``, deprecated
+that differs (``NetDifferenceFinder``; ``record_network`` and
+``load_recorded_network`` when the two cannot share a process); TroubleShooter's ``api_dump_*``, deprecated
 entries into :mod:`tscore.dump`.
 """
 
@@ -40,6 +41,7 @@ from tscore.compare import (
 from tscore.compare.algorithms import cal_algorithm, cal_cosine_sim
 from tscore.dump.api_dump import api_dump_compare, api_dump_init, api_dump_start, api_dump_stop
 from tscore.netdiff.finder import NetDifferenceFinder
+from tscore.netdiff.recorded import RecordedNetwork, load_recorded_network, record_network
 from tscore.netdiff.report import NetDiffReport
 
 __all__ = [
@@ -48,6 +50,7 @@ __all__ = [
     "ConversionReport",
     "NetDiffReport",
     "NetDifferenceFinder",
+    "RecordedNetwork",
     "PairResult",
     "PairStatus",
     "WeightMap",
@@ -71,6 +74,8 @@ __all__ = [
     "get_name_map_list_by_number",
     "get_name_map_list_by_shape_edit_distance",
     "get_weight_map",
+    "load_recorded_network",
+    "record_network",
     "load_weight_map",
     "save_net_and_weight_params",
 ]

@@ -22,6 +22,7 @@ from tscore import hookspecs, numpy_plugin
 from tscore.backend import Backend
 from tscore.checkpoint import formats_plugin
 from tscore.errors import PluginError
+from tscore.netdiff import recorded_plugin
 from tscore.runtime import current_runtime
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,7 @@ log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "tscore"
 PLUGINS_ENV_VAR = "TSCORE_PLUGINS"
 BUILTIN_NUMPY = "numpy"
+BUILTIN_RECORDED = "recorded_network"
 BUILTIN_FORMATS = "checkpoint-formats"
 
 
@@ -109,6 +111,7 @@ def create_plugin_manager(*, load_entry_points: bool = True) -> TscorePluginMana
     pm.hook.ts_prepare_runtime.call_historic(kwargs={"runtime": current_runtime()})
     pm.register_plugin(numpy_plugin, BUILTIN_NUMPY, distribution="tscore (built in)")
     pm.register_plugin(formats_plugin, BUILTIN_FORMATS, distribution="tscore (built in)")
+    pm.register_plugin(recorded_plugin, BUILTIN_RECORDED, distribution="tscore (built in)")
     if load_entry_points:
         _load_entry_points(pm, selected_plugin_names())
     return pm

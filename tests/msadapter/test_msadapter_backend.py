@@ -136,3 +136,59 @@ def test_every_layer_call_is_recorded_and_the_modes_come_back(torch) -> None:
     assert recorder.calls[-1].output.shape == (2, 2)
     assert net.training and all(module.training for module in net.modules())
     assert np.allclose(ts.to_numpy(run_network(net, (x,), "msadapter (cpu)")), ts.to_numpy(out))
+
+
+RECORDING = Path(__file__).resolve().parents[1] / "data" / "recorded_torch_smallnet"
+INPUTS = (((2, 3, 8, 8), np.float32),)
+
+
+def mindtorch_net(torch, variant: str | None = None, batchnorm: bool = False):
+    from tests.msadapter.torch_source_nets import source_net
+
+    net = source_net(seed=1, variant=variant, batchnorm=batchnorm)  # the recorded weights load by name
+    assert type(net).__mro__[-2] is torch.nn.Module and "mindtorch" in type(net.head).__module__
+    return net
+
+
+def test_real_torch_s_recording_against_the_same_source_on_mindtorch_agrees_layer_by_layer(torch) -> None:
+    """The recording (tests/msadapter/make_torch_recording.py) was made on real torch, in another process."""
+    side = ts.migrator.load_recorded_network(RECORDING)
+    assert side.framework == "torch"
+    finder = ts.migrator.NetDifferenceFinder(side, mindtorch_net(torch), print_level=0, auto_conv_ckpt=2)
+    report = finder.compare(auto_inputs=INPUTS, locate=True)
+    assert report.labels == ("torch (cpu)", "msadapter (cpu)")
+    assert report.weights is not None and report.weights.passed
+    assert report.passed, report.verdict()
+    assert report.unpaired == {"orig": [], "target": []}
+    assert {row.status.value for row in report.layers} == {"ok"}
+    assert len(report.layers) == 14 and all(row.orig_path == row.target_path for row in report.layers)
+
+
+@pytest.mark.parametrize("variant", ["eps", "act"])
+def test_a_difference_planted_on_the_mindtorch_side_is_named_at_its_layer(torch, variant: str) -> None:
+    from tests.msadapter.torch_source_nets import PLANTED
+
+    side = ts.migrator.load_recorded_network(RECORDING)
+    finder = ts.migrator.NetDifferenceFinder(
+        side, mindtorch_net(torch, variant), print_level=0, auto_conv_ckpt=2
+    )
+    report = finder.compare(auto_inputs=INPUTS, locate=True)
+    first = report.first_divergence
+    assert first is not None and first.orig_path == PLANTED[variant], report.verdict()
+
+
+def test_mindtorch_s_batchnorm_on_mindspore_2_10_is_named_as_the_first_divergence(torch) -> None:
+    """A real defect the finder finds: mindtorch 0.5.1's BatchNorm returns ones on MindSpore 2.10's CPU.
+
+    When mindtorch computes BatchNorm right, this test fails and the BatchNorm network joins the
+    agreeing one above.
+    """
+    side = ts.migrator.load_recorded_network(RECORDING.with_name("recorded_torch_smallnet_bn"))
+    net = mindtorch_net(torch, batchnorm=True)
+    report = ts.migrator.NetDifferenceFinder(side, net, print_level=0, auto_conv_ckpt=2).compare(
+        auto_inputs=INPUTS, locate=True
+    )
+    first = report.first_divergence
+    assert first is not None and (first.orig_path, first.orig_type) == ("features.1", "BatchNorm2d")
+    assert first.inherited_error is not None and first.inherited_error < 1e-5
+    assert report.weights is not None and report.weights.passed  # the same weights: the kernel differs

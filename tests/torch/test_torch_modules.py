@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -101,3 +103,18 @@ def test_the_tracking_recorder_keeps_no_values() -> None:
     assert len(handles) == 10 and not handles.defer_copies
     handles.remove()
     assert len(handles) == 0
+
+
+def test_a_stand_in_torch_from_mindtorch_leaves_its_objects_to_the_msadapter_backend(monkeypatch) -> None:
+    """Where mindnlp redirects ``import torch`` to mindtorch, ts_torch claims nothing (stand-in module)."""
+    import types
+
+    stand_in = types.ModuleType("torch")
+    stand_in.__file__ = "/site-packages/mindtorch/__init__.py"
+    stand_in.nn = torch.nn  # type: ignore[attr-defined]
+    stand_in.Tensor = torch.Tensor  # type: ignore[attr-defined]
+    model = net()
+    assert hook().ts_model_info(model=model) is not None
+    monkeypatch.setitem(sys.modules, "torch", stand_in)
+    assert hook().ts_model_info(model=model) is None
+    assert hook().ts_is_tensor(obj=torch.zeros(2)) is None

@@ -64,6 +64,17 @@ class TorchBackend(Backend):
     framework = FRAMEWORK
     checkpoint_kinds = ("pth", "pt")
 
+    def imported(self) -> Any:
+        """Return torch if the program imported it; None where ``torch`` is a torch-API layer's stand-in.
+
+        mindnlp's ``mindtorch`` answers ``import torch`` with itself (its classes are MindSpore's):
+        those tensors and networks are the MSAdapter backend's, not this one's.
+        """
+        torch = sys.modules.get("torch")
+        if torch is None or "mindtorch" in str(getattr(torch, "__file__", "") or ""):
+            return None
+        return torch
+
     def tensor_types(self) -> tuple[type, ...]:
         """``torch.Tensor`` and its subclasses (``nn.Parameter``)."""
         global _WIDE_ENOUGH

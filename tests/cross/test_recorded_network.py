@@ -1,0 +1,73 @@
+"""A network recorded in one process stands in for it in another: the finder's report is the same.
+
+Here the recording is made and read in one process (MindSpore and torch share
+it); ``tests/msadapter`` reads one made by real torch beside mindtorch,
+which cannot share a process with it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tscore as ts
+from tests.cross.netdiff_nets import MISTAKE_LAYERS, TorchCNN, ms_cnn, torch_net
+from tscore.netdiff.recorded import RecordingError
+
+CNN_INPUT = (((2, 3, 16, 16), np.float32),)
+
+
+def compare(orig: object, target: object) -> ts.migrator.NetDiffReport:
+    return ts.migrator.NetDifferenceFinder(orig, target, print_level=0).compare(
+        auto_inputs=CNN_INPUT, locate=True
+    )
+
+
+@pytest.mark.parametrize("mistake", [None, "pool_padding", "bn_momentum"])
+def test_the_recorded_side_gives_the_in_process_report(tmp_path: Path, mistake: str | None) -> None:
+    folder = ts.migrator.record_network(
+        torch_net(0, TorchCNN), tmp_path / "torch_side", auto_inputs=CNN_INPUT
+    )
+    recorded = compare(ts.migrator.load_recorded_network(folder), ms_cnn(mistake))
+    live = compare(torch_net(0, TorchCNN), ms_cnn(mistake))
+    assert recorded.verdict() == live.verdict()
+    assert recorded.labels == live.labels == ("torch (cpu)", "mindspore (CPU)")
+    assert [(r.orig_path, r.target_path, r.status) for r in recorded.layers] == [
+        (r.orig_path, r.target_path, r.status) for r in live.layers
+    ]
+    if mistake == "pool_padding":
+        assert recorded.first_divergence is not None
+        assert recorded.first_divergence.orig_path == MISTAKE_LAYERS[mistake]
+
+
+def test_a_recording_made_by_another_process_is_read(tmp_path: Path) -> None:
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[2]); import numpy as np; import tscore as ts\n"
+        "from tests.cross.netdiff_nets import TorchCNN, torch_net\n"
+        "ts.migrator.record_network(torch_net(0, TorchCNN), sys.argv[1], "
+        "auto_inputs=(((2, 3, 16, 16), np.float32),))\n"
+    )
+    root = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "side"), root], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = compare(ts.migrator.load_recorded_network(tmp_path / "side"), ms_cnn("conv_padding"))
+    assert report.first_divergence is not None and report.first_divergence.orig_path == "features.4"
+
+
+def test_other_inputs_and_a_missing_folder_are_refused_clearly(tmp_path: Path) -> None:
+    folder = ts.migrator.record_network(torch_net(0, TorchCNN), tmp_path / "side", auto_inputs=CNN_INPUT)
+    side = ts.migrator.load_recorded_network(folder)
+    finder = ts.migrator.NetDifferenceFinder(side, ms_cnn(), print_level=0, fix_seed=3)  # other random inputs
+    report = finder.compare(auto_inputs=CNN_INPUT)
+    failure = report.cases[0].failure
+    assert failure is not None and "was recorded on other inputs (float32[2, 3, 16, 16])" in failure.exception
+    with pytest.raises(RecordingError, match="is not a recorded network"):
+        ts.migrator.load_recorded_network(tmp_path / "nothing")
+    with pytest.raises(RecordingError, match="keeps the weights it was recorded with"):
+        ts.migrator.NetDifferenceFinder(ms_cnn(), side, print_level=0).compare(auto_inputs=CNN_INPUT)

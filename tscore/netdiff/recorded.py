@@ -1,0 +1,303 @@
+"""A network recorded in one process, standing in for it in another: the finder across processes.
+
+Two frameworks that cannot share a process (real torch and a torch-API layer
+on MindSpore that takes torch's name) are compared in two steps::
+
+    # process 1, real torch
+    ts.migrator.record_network(torch_net, "torch_side", auto_inputs=(((2, 3, 8, 8), np.float32),))
+    # process 2, the other framework
+    side = ts.migrator.load_recorded_network("torch_side")
+    ts.migrator.NetDifferenceFinder(side, other_net, auto_conv_ckpt=2).compare(
+        auto_inputs=(((2, 3, 8, 8), np.float32),))
+
+:func:`record_network` writes, per input case, the network's output and every
+layer call's inputs and output, and once its state, its layers (kinds,
+settings, entries) and its framework and device: ``recording.json`` and
+``arrays.npz``. :class:`RecordedNetwork` answers the hooks the finder asks
+(the built-in plugin :mod:`tscore.netdiff.recorded_plugin`): a forward on the
+recorded inputs returns the recorded output, module hooks replay the recorded
+calls, the state is the recorded one. A forward on other inputs is an error
+that says which inputs were recorded. The same inputs come out of the same
+``auto_inputs`` and seed on both sides, so the report and its verdicts are the
+in-process finder's.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tscore.errors import TscoreError
+from tscore.models import model_info
+from tscore.module_hooks import LayerInfo, ModuleRecorder
+from tscore.netdiff.inputs import input_cases
+from tscore.netdiff.recording import CallRecorder, LayerCall, run_hooked
+from tscore.npy_files import write_atomic
+from tscore.plugins import hook
+from tscore.seeding import seed_all
+from tscore.structures import as_arrays
+
+log = logging.getLogger(__name__)
+
+FORMAT = "tscore_recorded_network"
+VERSION = 1
+JSON_NAME = "recording.json"
+ARRAYS_NAME = "arrays.npz"
+
+
+class RecordingError(TscoreError, ValueError):
+    """A recording that cannot be read, or a run it cannot stand in for."""
+
+
+@dataclass
+class RecordedCase:
+    """One input case: the inputs, the network's output, and every layer call with its values."""
+
+    inputs: tuple[np.ndarray, ...]
+    output: Any
+    calls: list[LayerCall]
+
+
+@dataclass
+class RecordedNetwork:
+    """A network as :func:`record_network` wrote it; the finder takes it as either side.
+
+    :ivar framework: the framework it ran on (``"torch"``).
+    :ivar device: where it ran (``"cpu"``).
+    :ivar layers: its layers, as its plugin listed them (no layer objects).
+    :ivar layer_params: its weight-owning layers, as ``ts_layer_params`` gave them.
+    :ivar state: its parameters and buffers by its own names.
+    :ivar cases: the recorded runs, one per input case.
+    """
+
+    framework: str
+    device: str
+    layers: list[LayerInfo]
+    layer_params: list[tuple[str, str, tuple[str, ...]]]
+    state: dict[str, np.ndarray]
+    cases: list[RecordedCase]
+    source: str = ""
+    replaying: list[ModuleRecorder] = field(default_factory=list, repr=False)
+
+    def case_for(self, args: tuple[Any, ...]) -> RecordedCase:
+        """Find the recorded case run on these inputs.
+
+        :raises RecordingError: naming the recorded inputs when none matches.
+        """
+        arrays = tuple(np.asarray(a) for a in args)
+        for case in self.cases:
+            if len(case.inputs) == len(arrays) and all(
+                x.shape == y.shape and x.dtype == y.dtype and np.array_equal(x, y, equal_nan=True)
+                for x, y in zip(case.inputs, arrays, strict=True)
+            ):
+                return case
+        recorded = "; ".join(", ".join(f"{a.dtype}{list(a.shape)}" for a in c.inputs) for c in self.cases)
+        raise RecordingError(
+            f"{self.source or 'the recorded network'} was recorded on other inputs ({recorded}); record it "
+            "again with the inputs of this run, or give this run the same inputs, auto_inputs and fix_seed"
+        )
+
+    def replay(self, case: RecordedCase) -> None:
+        """Report the case's layer calls, in their recorded order, to the recorders now attached."""
+        for recorder in self.replaying:
+            _replay_calls(case.calls, recorder)
+
+
+class _Recorded:
+    """Stands in for a recorded layer object: its class name is the recorded one."""
+
+
+def _stand_in(type_name: str) -> object:
+    return type(type_name, (_Recorded,), {})()
+
+
+def _replay_calls(calls: list[LayerCall], recorder: ModuleRecorder) -> None:
+    """Report each call's beginning and return, nested as they ran."""
+    by_start = {call.start: call for call in calls}
+
+    def replay(call: LayerCall) -> None:
+        recorder.enter(call.path, _stand_in(call.type_name), tuple(call.args or ()), dict(call.kwargs or {}))
+        for child in call.children:
+            replay(by_start[child])
+        if call.end is not None:
+            recorder.leave(call.path, _stand_in(call.type_name), call.output)
+
+    for call in calls:
+        if call.parent is None:
+            replay(call)
+
+
+# ------------------------------------------------------------------ writing
+
+
+def _pack(value: Any, arrays: dict[str, np.ndarray], key: str) -> Any:
+    """Turn a structure of arrays into JSON, the arrays stored under ``key``-derived names."""
+    if isinstance(value, np.ndarray):
+        arrays[key] = value
+        return {"__array__": key}
+    if isinstance(value, tuple):
+        return {"__tuple__": [_pack(v, arrays, f"{key}.{i}") for i, v in enumerate(value)]}
+    if isinstance(value, list):
+        return [_pack(v, arrays, f"{key}.{i}") for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return {"__dict__": {str(k): _pack(v, arrays, f"{key}.{k}") for k, v in value.items()}}
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return {"__object__": f"{type(value).__name__}"}
+
+
+def _unpack(value: Any, arrays: Mapping[str, np.ndarray]) -> Any:
+    if isinstance(value, list):
+        return [_unpack(v, arrays) for v in value]
+    if isinstance(value, dict):
+        if "__array__" in value:
+            return arrays[value["__array__"]]
+        if "__tuple__" in value:
+            return tuple(_unpack(v, arrays) for v in value["__tuple__"])
+        if "__dict__" in value:
+            return {k: _unpack(v, arrays) for k, v in value["__dict__"].items()}
+        if "__object__" in value:
+            return None
+    return value
+
+
+def record_network(
+    net: object,
+    path: str | os.PathLike[str],
+    inputs: object = None,
+    auto_inputs: object = None,
+    fix_seed: int | None = 16,
+) -> str:
+    """Run ``net`` on every input case, recording what the finder needs of it; write it to folder ``path``.
+
+    :param net: a network of any framework whose plugin can list and hook its layers.
+    :param inputs: the cases, as :class:`~tscore.netdiff.finder.NetDifferenceFinder.compare` takes them.
+    :param auto_inputs: random cases, drawn exactly as the finder draws them (same ``fix_seed``).
+    :param fix_seed: the seed set before each run and used to draw ``auto_inputs``, as the finder's.
+    :return: the folder.
+    :raises NetRunError: when the network raises, naming its layer.
+    """
+    info = model_info(net, "net")
+    folder = os.fspath(path)
+    os.makedirs(folder, exist_ok=True)
+    layers = list(hook().ts_named_layers(model=net) or [])
+    params = hook().ts_layer_params(model=net) or []
+    state = hook().ts_model_state(model=net) or {}
+    arrays: dict[str, np.ndarray] = {f"state/{name}": np.asarray(a) for name, a in state.items()}
+    cases = []
+    for index, case in enumerate(input_cases(inputs, auto_inputs, fix_seed or 0)):
+        if fix_seed is not None:
+            seed_all(fix_seed)
+        recorder = CallRecorder()
+        output = run_hooked(net, case, info.label(), recorder)
+        calls = [
+            {
+                "path": c.path,
+                "type_name": c.type_name,
+                "index": c.index,
+                "start": c.start,
+                "parent": c.parent,
+                "end": c.end,
+                "children": c.children,
+                "args": _pack(c.args, arrays, f"case{index}/call{c.start}/args"),
+                "kwargs": _pack(c.kwargs, arrays, f"case{index}/call{c.start}/kwargs"),
+                "output": _pack(c.output, arrays, f"case{index}/call{c.start}/output"),
+            }
+            for c in recorder.calls
+        ]
+        cases.append(
+            {
+                "inputs": _pack(tuple(case), arrays, f"case{index}/inputs"),
+                "output": _pack(as_arrays(output), arrays, f"case{index}/output"),
+                "calls": calls,
+            }
+        )
+    document = {
+        FORMAT: VERSION,
+        "framework": info.framework,
+        "device": info.device,
+        "layers": [
+            {
+                "path": layer.path,
+                "type_name": layer.type_name,
+                "kind": layer.kind,
+                "params": list(layer.params),
+                "config": dict(layer.config),
+            }
+            for layer in layers
+        ],
+        "layer_params": [[p, k, list(names)] for p, k, names in params],
+        "state": list(state),
+        "cases": cases,
+    }
+    write_atomic(os.path.join(folder, ARRAYS_NAME), lambda stream: np.savez(stream, **arrays))  # type: ignore[arg-type]
+    text = json.dumps(document, indent=1).encode("utf-8")
+    write_atomic(os.path.join(folder, JSON_NAME), lambda stream: stream.write(text))
+    log.info("recorded %s: %d case(s), %d layers, in %s", info.label(), len(cases), len(layers), folder)
+    return folder
+
+
+# ------------------------------------------------------------------ reading
+
+
+def load_recorded_network(path: str | os.PathLike[str]) -> RecordedNetwork:
+    """Read a folder written by :func:`record_network`.
+
+    :raises RecordingError: naming the folder when it is missing, incomplete or of another format.
+    """
+    folder = os.fspath(path)
+    json_path, arrays_path = os.path.join(folder, JSON_NAME), os.path.join(folder, ARRAYS_NAME)
+    try:
+        with open(json_path, encoding="utf-8") as stream:
+            document = json.load(stream)
+        with np.load(arrays_path, allow_pickle=False) as stored:
+            arrays = {name: stored[name] for name in stored.files}
+    except FileNotFoundError as exc:
+        raise RecordingError(
+            f"{folder!r} is not a recorded network: {exc.filename} is missing; write it with record_network"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise RecordingError(
+            f"{folder!r}: the recording cannot be read ({exc}); record the network again"
+        ) from None
+    if not isinstance(document, dict) or document.get(FORMAT) != VERSION:
+        raise RecordingError(f"{json_path!r} is not a tscore recorded network (version {VERSION})")
+    cases = [
+        RecordedCase(
+            inputs=_unpack(case["inputs"], arrays),
+            output=_unpack(case["output"], arrays),
+            calls=[
+                LayerCall(
+                    path=c["path"],
+                    type_name=c["type_name"],
+                    index=c["index"],
+                    start=c["start"],
+                    parent=c["parent"],
+                    args=_unpack(c["args"], arrays),
+                    kwargs=_unpack(c["kwargs"], arrays),
+                    output=_unpack(c["output"], arrays),
+                    end=c["end"],
+                    children=list(c["children"]),
+                )
+                for c in case["calls"]
+            ],
+        )
+        for case in document["cases"]
+    ]
+    return RecordedNetwork(
+        framework=document["framework"],
+        device=document["device"],
+        layers=[LayerInfo(**layer) for layer in document["layers"]],
+        layer_params=[(p, k, tuple(names)) for p, k, names in document["layer_params"]],
+        state={name: arrays[f"state/{name}"] for name in document["state"]},
+        cases=cases,
+        source=folder,
+    )
