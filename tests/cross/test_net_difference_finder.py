@@ -332,6 +332,16 @@ def test_auto_conv_ckpt_2_keeps_torch_names_for_a_mint_twin() -> None:
     assert {row.orig_path: row.target_type for row in report.layers}["0"] == "Linear"
 
 
+def test_auto_conv_ckpt_2_with_a_network_that_renames_torch_s_weights_says_what_to_pass() -> None:
+    report = find(torch_net(0, TorchCNN), ms_cnn(), CNN_INPUT, auto_conv_ckpt=2)
+    assert report.weights is not None and not report.weights.passed
+    verdict = report.weights.verdict()
+    assert verdict.startswith(
+        "weights DIFFER: auto_conv_ckpt=2 loads every weight under its torch (cpu) name"
+    )
+    assert "features.1.weight" in verdict and "pass auto_conv_ckpt=1" in verdict
+
+
 def test_bad_arguments_are_refused_clearly() -> None:
     with pytest.raises(ValueError, match="auto_conv_ckpt must be 0"):
         ts.migrator.NetDifferenceFinder(TorchCNN(), ms_cnn(), auto_conv_ckpt=3)

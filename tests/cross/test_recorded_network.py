@@ -71,3 +71,26 @@ def test_other_inputs_and_a_missing_folder_are_refused_clearly(tmp_path: Path) -
         ts.migrator.load_recorded_network(tmp_path / "nothing")
     with pytest.raises(RecordingError, match="keeps the weights it was recorded with"):
         ts.migrator.NetDifferenceFinder(ms_cnn(), side, print_level=0).compare(auto_inputs=CNN_INPUT)
+
+
+def test_tscore_diff_records_in_one_call_and_compares_in_another(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tscore.cli import main
+
+    twin = tmp_path / "twin.py"
+    twin.write_text(
+        "from tests.cross.netdiff_nets import ms_cnn, torch_net, TorchCNN\n"
+        "def reference(): return torch_net(0, TorchCNN)\n"
+        "def bad(): return ms_cnn('pool_padding')\n"
+    )
+    side = tmp_path / "side"
+    assert main(["diff", f"{twin}:reference", "--record", str(side), "--input", "2,3,16,16"]) == 0
+    assert capsys.readouterr().out.strip() == str(side)
+    assert main(["diff", str(side), f"{twin}:bad", "--input", "2,3,16,16", "-q"]) == 1
+    assert capsys.readouterr().out.startswith("first divergence: features.3 (MaxPool2d / MaxPool2d)")
+    assert (
+        main(["diff", str(side), f"{twin}:bad", "--input", "4,3,16,16", "-q"]) == 2
+    )  # not the recorded inputs
+    assert main(["diff", f"{twin}:reference", "--input", "2,3,16,16"]) == 2
+    assert "give NET_B" in capsys.readouterr().err

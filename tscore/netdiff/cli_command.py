@@ -2,7 +2,9 @@
 
 A reference is ``package.module:Name`` or ``path/to/file.py:Name``; ``Name``
 may be a class or a function called with no arguments, or a network object.
-The current folder is importable, as with ``python -m``.
+The current folder is importable, as with ``python -m``. NET_A may also be a
+folder written by ``tscore diff NET_A --record DIR`` in another process (two
+frameworks that cannot share one: real torch and mindtorch).
 """
 
 from __future__ import annotations
@@ -46,7 +48,14 @@ def _module(spec: str) -> Any:
 
 
 def load_reference(reference: str) -> object:
-    """Import ``module:Name`` and return the network it names (calling a class or factory)."""
+    """Import ``module:Name`` and return the network it names (calling a class or factory).
+
+    A folder written by :func:`tscore.netdiff.recorded.record_network` gives the recorded network.
+    """
+    from tscore.netdiff.recorded import JSON_NAME, load_recorded_network
+
+    if os.path.isfile(os.path.join(reference, JSON_NAME)):
+        return load_recorded_network(reference)
     spec, sep, name = reference.rpartition(":")
     if not sep or not spec or not name:
         raise ReferenceError_(f"{reference!r} is not module:Name (for example models.resnet:ResNet18)")
@@ -82,12 +91,20 @@ def parse_input(text: str) -> tuple[tuple[int, ...], np.dtype, tuple[float, floa
 def _cmd_diff(args: argparse.Namespace) -> int:
     from tscore.netdiff.finder import NetDifferenceFinder
 
-    pt_net = load_reference(args.net_a)
-    ms_net = load_reference(args.net_b)
     specs = tuple(
         (shape, dtype) if bounds is None else (shape, dtype, bounds) for shape, dtype, bounds in args.input
     )
     auto: object = specs if args.cases == 1 else {"input": specs, "num": args.cases}
+    if args.record:
+        from tscore.netdiff.recorded import record_network
+
+        print(record_network(load_reference(args.net_a), args.record, auto_inputs=auto, fix_seed=args.seed))
+        return 0
+    if args.net_b is None:
+        print("tscore diff: give NET_B, the network to compare NET_A with, or --record DIR", file=sys.stderr)
+        return 2
+    pt_net = load_reference(args.net_a)
+    ms_net = load_reference(args.net_b)
     json_to_stdout = args.json == "-"
     check_html_target(args)
     finder = NetDifferenceFinder(
@@ -129,10 +146,21 @@ def add_diff(commands: Any, non_negative: Callable[[str], float], positive_int: 
         "Exit 0: outputs agree; 1: they differ; 2: bad input or a network failed.",
     )
     parser.add_argument(
-        "net_a", metavar="NET_A", help="module:Name or file.py:Name of the first network (a torch one, say)"
+        "net_a",
+        metavar="NET_A",
+        help="module:Name or file.py:Name of the first network (a torch one, say), or a --record folder",
     )
     parser.add_argument(
-        "net_b", metavar="NET_B", help="module:Name or file.py:Name of the second network (its port, say)"
+        "net_b",
+        metavar="NET_B",
+        nargs="?",
+        help="module:Name or file.py:Name of the second network (its port, say)",
+    )
+    parser.add_argument(
+        "--record",
+        metavar="DIR",
+        help="run NET_A on the inputs and write what the finder needs of it to DIR, for a later "
+        "`tscore diff DIR NET_B` in a process where NET_A's framework cannot be (real torch and mindtorch)",
     )
     parser.add_argument(
         "--input",

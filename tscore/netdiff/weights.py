@@ -109,7 +109,7 @@ class WeightStage(BaseModel):
             )
         elif self.comparison is not None and not self.comparison.passed:
             parts.append("some values differ after loading (see the value table)")
-        return "weights DIFFER: " + "; ".join(parts)
+        return "weights DIFFER: " + "; ".join([*self.notes, *parts])
 
 
 def model_state(model: object, argument: str) -> dict[str, np.ndarray]:
@@ -253,6 +253,13 @@ def set_weights(
     if auto_conv_ckpt:
         stage.conversion, load = convert_and_load(orig_net, target_net, weight_map, labels)
         stage.loads.append(load)
+        if auto_conv_ckpt == 2 and load.unused:
+            stage.notes.append(
+                f"auto_conv_ckpt=2 loads every weight under its {labels[0]} name, and {len(load.unused)} of "
+                f"them are not names of the {labels[1]} network ({', '.join(load.unused[:3])}): it does not "
+                "keep torch's names as an MSAdapter network does; pass auto_conv_ckpt=1 to convert through "
+                "the weight map"
+            )
     else:
         stage.mode = "as the networks had them (auto_conv_ckpt=0)"
     if compare_params:
