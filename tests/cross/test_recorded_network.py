@@ -35,6 +35,8 @@ def test_the_recorded_side_gives_the_in_process_report(tmp_path: Path, mistake: 
     recorded = compare(ts.migrator.load_recorded_network(folder), ms_cnn(mistake))
     live = compare(torch_net(0, TorchCNN), ms_cnn(mistake))
     assert recorded.verdict() == live.verdict()
+    assert recorded.weights is not None and live.weights is not None
+    assert recorded.weights.verdict() == live.weights.verdict()  # 0-d num_batches_tracked kept 0-d
     assert recorded.labels == live.labels == ("torch (cpu)", "mindspore (CPU)")
     assert [(r.orig_path, r.target_path, r.status) for r in recorded.layers] == [
         (r.orig_path, r.target_path, r.status) for r in live.layers
@@ -69,8 +71,46 @@ def test_other_inputs_and_a_missing_folder_are_refused_clearly(tmp_path: Path) -
     assert failure is not None and "was recorded on other inputs (float32[2, 3, 16, 16])" in failure.exception
     with pytest.raises(RecordingError, match="is not a recorded network"):
         ts.migrator.load_recorded_network(tmp_path / "nothing")
-    with pytest.raises(RecordingError, match="keeps the weights it was recorded with"):
-        ts.migrator.NetDifferenceFinder(ms_cnn(), side, print_level=0).compare(auto_inputs=CNN_INPUT)
+    with pytest.raises(TypeError, match="ms_net is a recorded network: it can only be the first network"):
+        ts.migrator.NetDifferenceFinder(ms_cnn(), side, print_level=0)
+    import torch
+
+    checkpoint = tmp_path / "torch_cnn.pth"
+    torch.save(torch_net(0, TorchCNN).state_dict(), checkpoint)
+    finder = ts.migrator.NetDifferenceFinder(side, ms_cnn(), print_level=0, pt_params_path=str(checkpoint))
+    with pytest.raises(RecordingError, match="load a checkpoint into the network before recording it"):
+        finder.compare(auto_inputs=CNN_INPUT)
+
+
+def test_a_half_written_recording_is_refused_and_bfloat16_and_named_tuples_survive(tmp_path: Path) -> None:
+    import collections
+
+    import torch
+
+    Pair = collections.namedtuple("Pair", ["logits", "hidden"])
+
+    class TwoOutputs(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 3)
+
+        def forward(self, x: torch.Tensor) -> Pair:
+            return Pair(self.fc(x), x * 2)
+
+    import ml_dtypes
+
+    net = TwoOutputs().to(torch.bfloat16).eval()
+    x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4).astype(ml_dtypes.bfloat16)
+    first = ts.migrator.record_network(net, tmp_path / "a", inputs=(x,))
+    side = ts.migrator.load_recorded_network(first)
+    assert side.state["fc.weight"].dtype == ml_dtypes.bfloat16
+    output = side.case_for((x,)).output
+    assert type(output).__name__ == "Pair" and output._fields == ("logits", "hidden")
+    assert output.hidden.dtype == ml_dtypes.bfloat16 and np.array_equal(output.hidden, x * 2)
+    second = ts.migrator.record_network(net, tmp_path / "b", inputs=(x,))
+    (Path(first) / "arrays.npz").write_bytes((Path(second) / "arrays.npz").read_bytes())
+    with pytest.raises(RecordingError, match="come from two different recordings"):
+        ts.migrator.load_recorded_network(first)
 
 
 def test_tscore_diff_records_in_one_call_and_compares_in_another(
@@ -94,3 +134,16 @@ def test_tscore_diff_records_in_one_call_and_compares_in_another(
     )  # not the recorded inputs
     assert main(["diff", f"{twin}:reference", "--input", "2,3,16,16"]) == 2
     assert "give NET_B" in capsys.readouterr().err
+    checkpoint = tmp_path / "good.pth"
+    import torch
+
+    torch.save(torch_net(3, TorchCNN).state_dict(), checkpoint)
+    args = ["diff", f"{twin}:reference", "--pt-params", str(checkpoint), "--record", str(tmp_path / "side3")]
+    assert main([*args, "--input", "2,3,16,16"]) == 0
+    recorded = ts.migrator.load_recorded_network(tmp_path / "side3")
+    assert np.array_equal(
+        recorded.state["features.0.weight"], torch_net(3, TorchCNN).features[0].weight.detach().numpy()
+    )
+    assert (
+        main(["diff", f"{twin}:reference", f"{twin}:bad", "--record", str(side), "--input", "2,3,16,16"]) == 2
+    )

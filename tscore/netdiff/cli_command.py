@@ -88,6 +88,24 @@ def parse_input(text: str) -> tuple[tuple[int, ...], np.dtype, tuple[float, floa
     return shape, dtype, bounds
 
 
+def _record(args: argparse.Namespace, auto: object) -> int:
+    """``tscore diff NET_A --record DIR``: NET_A with its checkpoint loaded, recorded for another process."""
+    from tscore.models import model_info
+    from tscore.netdiff.recorded import record_network
+    from tscore.netdiff.weights import load_file_into
+
+    if args.net_b is not None or args.map or args.ms_params:
+        print("tscore diff --record: give NET_A only (no NET_B, --map or --ms-params)", file=sys.stderr)
+        return 2
+    net = load_reference(args.net_a)
+    if args.pt_params:
+        loaded = load_file_into(net, args.pt_params, model_info(net, "NET_A").label(), "--pt-params")
+        if not loaded.complete:
+            print(f"tscore diff --record: {loaded.summary()}", file=sys.stderr)
+    print(record_network(net, args.record, auto_inputs=auto, fix_seed=args.seed))
+    return 0
+
+
 def _cmd_diff(args: argparse.Namespace) -> int:
     from tscore.netdiff.finder import NetDifferenceFinder
 
@@ -96,10 +114,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     )
     auto: object = specs if args.cases == 1 else {"input": specs, "num": args.cases}
     if args.record:
-        from tscore.netdiff.recorded import record_network
-
-        print(record_network(load_reference(args.net_a), args.record, auto_inputs=auto, fix_seed=args.seed))
-        return 0
+        return _record(args, auto)
     if args.net_b is None:
         print("tscore diff: give NET_B, the network to compare NET_A with, or --record DIR", file=sys.stderr)
         return 2

@@ -24,6 +24,7 @@ from tscore.models import model_info
 from tscore.netdiff.inputs import Case, describe, input_cases
 from tscore.netdiff.locate import locate, setting_diffs
 from tscore.netdiff.pairing import LayerPair, pair_layers
+from tscore.netdiff.recorded import RecordedNetwork
 from tscore.netdiff.recording import NetRunError, record_run, run_network
 from tscore.netdiff.report import CaseRun, Labels, LayerRow, LayerStatus, NetDiffReport
 from tscore.netdiff.weights import AUTO_CONV_MODES, identity_map, model_state, set_weights
@@ -148,6 +149,11 @@ class NetDifferenceFinder:
             raise ValueError(
                 "auto_conv_ckpt must be 0 (no conversion), 1 (through the weight map) or 2 (same names, "
                 f"MSAdapter), not {auto_conv_ckpt!r}"
+            )
+        if isinstance(ms_net, RecordedNetwork):
+            raise TypeError(
+                "ms_net is a recorded network: it can only be the first network (pt_net), whose layers are "
+                "not replayed; record the other network instead, or pass them the other way round"
             )
         self.orig_info = model_info(pt_net, "pt_net")
         self.target_info = model_info(ms_net, "ms_net")

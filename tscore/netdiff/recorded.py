@@ -24,9 +24,12 @@ in-process finder's.
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import json
 import logging
 import os
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,7 +40,7 @@ from tscore.errors import TscoreError
 from tscore.models import model_info
 from tscore.module_hooks import LayerInfo, ModuleRecorder
 from tscore.netdiff.inputs import input_cases
-from tscore.netdiff.recording import CallRecorder, LayerCall, run_hooked
+from tscore.netdiff.recording import LayerCall, record_run
 from tscore.npy_files import write_atomic
 from tscore.plugins import hook
 from tscore.seeding import seed_all
@@ -136,22 +139,56 @@ def _replay_calls(calls: list[LayerCall], recorder: ModuleRecorder) -> None:
 # ------------------------------------------------------------------ writing
 
 
-def _pack(value: Any, arrays: dict[str, np.ndarray], key: str) -> Any:
-    """Turn a structure of arrays into JSON, the arrays stored under ``key``-derived names."""
+class _Arrays:
+    """The arrays of a recording, each under a fresh numbered name, with the dtypes ``.npz`` cannot name."""
+
+    def __init__(self) -> None:
+        self.stored: dict[str, np.ndarray] = {}
+
+    def add(self, array: np.ndarray) -> dict[str, str]:
+        """Store ``array`` and return its JSON reference; bfloat16 and float8 kept as their bits."""
+        key = f"a{len(self.stored)}"
+        reference = {"__array__": key}
+        if array.dtype.kind == "V" and array.dtype.fields is None:  # ml_dtypes: np.load reads them as void
+            reference["dtype"] = array.dtype.name
+            array = array.view(np.dtype(f"u{array.dtype.itemsize}"))
+        self.stored[key] = np.asarray(array, order="C")  # not ascontiguousarray: it makes 0-d arrays 1-d
+        return reference
+
+
+def _restored(reference: Mapping[str, str], arrays: Mapping[str, np.ndarray]) -> np.ndarray:
+    array = arrays[reference["__array__"]]
+    if "dtype" in reference:
+        import ml_dtypes
+
+        array = array.view(np.dtype(getattr(ml_dtypes, reference["dtype"])))
+    return array
+
+
+def _pack(value: Any, arrays: _Arrays) -> Any:
+    """Turn a structure of arrays into JSON, the arrays kept in ``arrays``; named tuples keep their fields."""
     if isinstance(value, np.ndarray):
-        arrays[key] = value
-        return {"__array__": key}
+        return arrays.add(value)
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return {
+            "__namedtuple__": type(value).__name__,
+            "fields": list(value._fields),
+            "items": [_pack(v, arrays) for v in value],
+        }
     if isinstance(value, tuple):
-        return {"__tuple__": [_pack(v, arrays, f"{key}.{i}") for i, v in enumerate(value)]}
+        return {"__tuple__": [_pack(v, arrays) for v in value]}
     if isinstance(value, list):
-        return [_pack(v, arrays, f"{key}.{i}") for i, v in enumerate(value)]
+        return [_pack(v, arrays) for v in value]
     if isinstance(value, dict):
-        return {"__dict__": {str(k): _pack(v, arrays, f"{key}.{k}") for k, v in value.items()}}
+        return {"__dict__": [[str(k), _pack(v, arrays)] for k, v in value.items()]}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        return {"__dict__": [[k, _pack(as_arrays(v), arrays)] for k, v in fields.items()]}
     if isinstance(value, np.generic):
         return value.item()
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    return {"__object__": f"{type(value).__name__}"}
+    return {"__object__": type(value).__name__}
 
 
 def _unpack(value: Any, arrays: Mapping[str, np.ndarray]) -> Any:
@@ -159,11 +196,14 @@ def _unpack(value: Any, arrays: Mapping[str, np.ndarray]) -> Any:
         return [_unpack(v, arrays) for v in value]
     if isinstance(value, dict):
         if "__array__" in value:
-            return arrays[value["__array__"]]
+            return _restored(value, arrays)
         if "__tuple__" in value:
             return tuple(_unpack(v, arrays) for v in value["__tuple__"])
+        if "__namedtuple__" in value:
+            cls = collections.namedtuple(value["__namedtuple__"], value["fields"])  # type: ignore[misc]
+            return cls(*(_unpack(v, arrays) for v in value["items"]))
         if "__dict__" in value:
-            return {k: _unpack(v, arrays) for k, v in value["__dict__"].items()}
+            return {k: _unpack(v, arrays) for k, v in value["__dict__"]}
         if "__object__" in value:
             return None
     return value
@@ -178,26 +218,27 @@ def record_network(
 ) -> str:
     """Run ``net`` on every input case, recording what the finder needs of it; write it to folder ``path``.
 
+    Load the weights the comparison should use before recording: a recorded network keeps them.
+
     :param net: a network of any framework whose plugin can list and hook its layers.
-    :param inputs: the cases, as :class:`~tscore.netdiff.finder.NetDifferenceFinder.compare` takes them.
+    :param path: the folder to write ``recording.json`` and ``arrays.npz`` into (made if missing).
+    :param inputs: the cases, as :meth:`~tscore.netdiff.finder.NetDifferenceFinder.compare` takes them.
     :param auto_inputs: random cases, drawn exactly as the finder draws them (same ``fix_seed``).
     :param fix_seed: the seed set before each run and used to draw ``auto_inputs``, as the finder's.
     :return: the folder.
-    :raises NetRunError: when the network raises, naming its layer.
+    :raises NetRunError: when the network raises, naming its framework and layer; nothing is written.
     """
     info = model_info(net, "net")
-    folder = os.fspath(path)
-    os.makedirs(folder, exist_ok=True)
     layers = list(hook().ts_named_layers(model=net) or [])
     params = hook().ts_layer_params(model=net) or []
     state = hook().ts_model_state(model=net) or {}
-    arrays: dict[str, np.ndarray] = {f"state/{name}": np.asarray(a) for name, a in state.items()}
+    arrays = _Arrays()
+    state_refs = {name: arrays.add(np.asarray(a)) for name, a in state.items()}
     cases = []
-    for index, case in enumerate(input_cases(inputs, auto_inputs, fix_seed or 0)):
+    for case in input_cases(inputs, auto_inputs, fix_seed or 0):
         if fix_seed is not None:
             seed_all(fix_seed)
-        recorder = CallRecorder()
-        output = run_hooked(net, case, info.label(), recorder)
+        output, recorder = record_run(net, case, info.label())
         calls = [
             {
                 "path": c.path,
@@ -207,21 +248,19 @@ def record_network(
                 "parent": c.parent,
                 "end": c.end,
                 "children": c.children,
-                "args": _pack(c.args, arrays, f"case{index}/call{c.start}/args"),
-                "kwargs": _pack(c.kwargs, arrays, f"case{index}/call{c.start}/kwargs"),
-                "output": _pack(c.output, arrays, f"case{index}/call{c.start}/output"),
+                "args": _pack(c.args, arrays),
+                "kwargs": _pack(c.kwargs, arrays),
+                "output": _pack(c.output, arrays),
             }
             for c in recorder.calls
         ]
         cases.append(
-            {
-                "inputs": _pack(tuple(case), arrays, f"case{index}/inputs"),
-                "output": _pack(as_arrays(output), arrays, f"case{index}/output"),
-                "calls": calls,
-            }
+            {"inputs": _pack(tuple(case), arrays), "output": _pack(as_arrays(output), arrays), "calls": calls}
         )
+    identity = uuid.uuid4().hex
     document = {
         FORMAT: VERSION,
+        "id": identity,
         "framework": info.framework,
         "device": info.device,
         "layers": [
@@ -235,11 +274,15 @@ def record_network(
             for layer in layers
         ],
         "layer_params": [[p, k, list(names)] for p, k, names in params],
-        "state": list(state),
+        "state": state_refs,
         "cases": cases,
     }
-    write_atomic(os.path.join(folder, ARRAYS_NAME), lambda stream: np.savez(stream, **arrays))  # type: ignore[arg-type]
-    text = json.dumps(document, indent=1).encode("utf-8")
+    text = json.dumps(document, indent=1, default=str).encode("utf-8")  # before anything is written
+    arrays.stored["__id__"] = np.frombuffer(identity.encode("ascii"), np.uint8)
+    folder = os.fspath(path)
+    os.makedirs(folder, exist_ok=True)
+    stored = arrays.stored
+    write_atomic(os.path.join(folder, ARRAYS_NAME), lambda stream: np.savez(stream, **stored))  # type: ignore[arg-type]
     write_atomic(os.path.join(folder, JSON_NAME), lambda stream: stream.write(text))
     log.info("recorded %s: %d case(s), %d layers, in %s", info.label(), len(cases), len(layers), folder)
     return folder
@@ -270,6 +313,21 @@ def load_recorded_network(path: str | os.PathLike[str]) -> RecordedNetwork:
         ) from None
     if not isinstance(document, dict) or document.get(FORMAT) != VERSION:
         raise RecordingError(f"{json_path!r} is not a tscore recorded network (version {VERSION})")
+    stored_id = bytes(arrays.pop("__id__", np.zeros(0, np.uint8))).decode("ascii", "replace")
+    if stored_id != document.get("id"):
+        raise RecordingError(
+            f"{folder!r}: {JSON_NAME} and {ARRAYS_NAME} come from two different recordings (one was cut "
+            "short); record the network again"
+        )
+    try:
+        return _network(document, arrays, folder)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RecordingError(
+            f"{json_path!r} is damaged ({type(exc).__name__}: {exc}); record again"
+        ) from None
+
+
+def _network(document: dict[str, Any], arrays: Mapping[str, np.ndarray], folder: str) -> RecordedNetwork:
     cases = [
         RecordedCase(
             inputs=_unpack(case["inputs"], arrays),
@@ -297,7 +355,7 @@ def load_recorded_network(path: str | os.PathLike[str]) -> RecordedNetwork:
         device=document["device"],
         layers=[LayerInfo(**layer) for layer in document["layers"]],
         layer_params=[(p, k, tuple(names)) for p, k, names in document["layer_params"]],
-        state={name: arrays[f"state/{name}"] for name in document["state"]},
+        state={name: _restored(ref, arrays) for name, ref in document["state"].items()},
         cases=cases,
         source=folder,
     )

@@ -61,8 +61,8 @@ def ts_load_model_state(model: object, params: Mapping[str, np.ndarray]) -> bool
     from tscore.netdiff.recorded import RecordingError
 
     raise RecordingError(
-        f"{net.source or 'a recorded network'} keeps the weights it was recorded with: pass it as the first "
-        "network (pt_net), whose weights go to the other, or pass auto_conv_ckpt=0"
+        f"{net.source or 'a recorded network'} keeps the weights it was recorded with: load a checkpoint "
+        "into the network before recording it (record_network, tscore diff --record), not into the recording"
     )
 
 

@@ -165,6 +165,15 @@ def _file_params(path: str | os.PathLike[str], argument: str) -> CheckpointConte
         raise type(exc)(f"{argument}: {exc}") from exc
 
 
+def load_file_into(model: object, path: str | os.PathLike[str], label: str, argument: str) -> LoadResult:
+    """Load the checkpoint file at ``path`` into ``model`` by name; say what did not fit.
+
+    :raises TscoreError: naming ``argument`` when the file cannot be read.
+    """
+    contents = _file_params(path, argument)
+    return load_into(model, contents.params, label, os.fspath(path))
+
+
 def identity_map(state: Mapping[str, np.ndarray], source: str, target: str) -> WeightMap:
     """Build the map for networks that keep the same names (MSAdapter): every name kept, no value changed."""
     return WeightMap({name: name for name in state}, {}, source, target)
@@ -233,15 +242,13 @@ def set_weights(
     loads: list[LoadResult] = []
     notes: list[str] = []
     if orig_params_path is not None:
-        contents = _file_params(orig_params_path, "pt_params_path")
-        loads.append(load_into(orig_net, contents.params, labels[0], os.fspath(orig_params_path)))
+        loads.append(load_file_into(orig_net, orig_params_path, labels[0], "pt_params_path"))
 
     def stage_of(mode: str) -> WeightStage:
         return WeightStage(mode=mode, loads=loads, notes=notes, orig_label=labels[0], target_label=labels[1])
 
     if target_params_path is not None:
-        contents = _file_params(target_params_path, "ms_params_path")
-        loads.append(load_into(target_net, contents.params, labels[1], os.fspath(target_params_path)))
+        loads.append(load_file_into(target_net, target_params_path, labels[1], "ms_params_path"))
         return stage_of("loaded from files; not converted or compared (spec 003, notes 2 and 3)")
     if weight_map is None:
         notes.append("auto_conv_ckpt=0: the networks keep the weights they have; make sure they agree")

@@ -90,10 +90,18 @@ class MsAdapterBackend(Backend):
         return {name: self.to_numpy(value, copy=True) for name, value in model.state_dict().items()}
 
     def load_model_state(self, model: Any, params: Mapping[str, np.ndarray]) -> None:
-        """Copy arrays into the network's parameters and buffers of those names."""
-        model.load_state_dict(
-            {name: self.from_numpy(array, None) for name, array in params.items()}, strict=False
-        )
+        """Copy arrays into the network's parameters and buffers of those names, cast to each one's dtype.
+
+        :raises KeyError: naming the names the network does not have.
+        """
+        entries = model.state_dict()
+        unknown = [name for name in params if name not in entries]
+        if unknown:
+            raise KeyError(f"the network has no entries named {unknown[:5]}")
+        converted = {
+            name: self.from_numpy(array, None).to(entries[name].dtype) for name, array in params.items()
+        }
+        model.load_state_dict(converted, strict=False)
 
     def layer_params(self, model: Any) -> Sequence[tuple[str, str, Sequence[str]]]:
         """List a network's layers with their neutral kinds and state-dict entries (torch's names)."""

@@ -71,7 +71,11 @@ class TorchBackend(Backend):
         those tensors and networks are the MSAdapter backend's, not this one's.
         """
         torch = sys.modules.get("torch")
-        if torch is None or "mindtorch" in str(getattr(torch, "__file__", "") or ""):
+        if torch is None:
+            return None
+        loader = getattr(getattr(torch, "__spec__", None), "loader", None)
+        folder = os.path.basename(os.path.dirname(str(getattr(torch, "__file__", "") or "")))
+        if type(loader).__module__.startswith("mindtorch") or folder == "mindtorch":
             return None
         return torch
 
