@@ -87,6 +87,26 @@ def test_paddle_first_and_torch_second_works_too() -> None:
     assert (report.weights.conversion.source, report.weights.conversion.target) == ("paddle", "torch")  # type: ignore[union-attr]
 
 
+def test_pooling_settings_read_as_torch_s_so_a_lost_ceil_mode_is_named() -> None:
+    from tscore.plugins import hook
+
+    (pooled,) = hook().ts_named_layers(model=pnn.MaxPool2D(3, 2, padding=1, ceil_mode=True))
+    assert pooled.config == {
+        "kernel_size": [3, 3],
+        "stride": [2, 2],
+        "padding": [[1, 1], [1, 1]],
+        "ceil_mode": True,
+    }
+    (pooled,) = hook().ts_named_layers(model=pnn.AvgPool1D(2))
+    assert pooled.config == {"kernel_size": [2], "stride": [2], "padding": [[0, 0]], "ceil_mode": False}
+    torch_pool = tnn.Sequential(tnn.MaxPool2d(3, 2, ceil_mode=True), tnn.Flatten())
+    paddle_pool = pnn.Sequential(pnn.MaxPool2D(3, 2), pnn.Flatten())
+    report = ts.migrator.NetDifferenceFinder(torch_pool, paddle_pool, print_level=0).compare(
+        auto_inputs=(((1, 2, 8, 8), np.float32),)
+    )
+    assert "ceil_mode torch (cpu) True, paddle (cpu) False" in report.verdict()
+
+
 def test_a_torch_state_dict_to_pdparams_and_back_is_bit_identical(tmp_path) -> None:
     net = torch_net()
     torch.save(net.state_dict(), tmp_path / "net.pth")

@@ -92,6 +92,29 @@ def _padding(layer: Any, dims: int) -> list[list[int]] | str:
     return [[v, v] for v in values[:dims]]
 
 
+def _pool_config(layer: Any, dims: int) -> dict[str, Any]:
+    """Kernel, stride, padding and ``ceil_mode`` of a Paddle pooling layer (``ksize`` or ``kernel_size``)."""
+    kernel = getattr(layer, "ksize", None)
+    kernel = getattr(layer, "kernel_size", None) if kernel is None else kernel
+    stride = kernel if layer.stride is None else layer.stride
+    padding = layer.padding
+    if isinstance(padding, str):
+        pads: list[list[int]] | str = "same" if padding.upper() == "SAME" else [[0, 0]] * dims
+    else:
+        values = _ints(padding, dims)
+        pads = (
+            [[values[2 * i], values[2 * i + 1]] for i in range(dims)]
+            if len(values) == 2 * dims
+            else [[v, v] for v in values[:dims]]
+        )
+    return {
+        "kernel_size": _ints(kernel, dims),
+        "stride": _ints(stride, dims),
+        "padding": pads,
+        "ceil_mode": bool(layer.ceil_mode),
+    }
+
+
 def layer_config(layer: Any, kind: str) -> dict[str, Any]:
     """Return the settings that change what ``layer`` computes, in tscore's neutral meaning."""
     if kind == "linear":
@@ -106,6 +129,8 @@ def layer_config(layer: Any, kind: str) -> dict[str, Any]:
             "bias": layer.bias is not None,
             "padding": _padding(layer, dims),
         }
+    if kind.startswith(("maxpool", "avgpool")) and kind[-2:] in ("1d", "2d", "3d"):
+        return _pool_config(layer, int(kind[-2]))
     if kind.startswith("batchnorm"):
         # Paddle's momentum weighs the running value; torch's (the neutral meaning) the new batch.
         return {"eps": float(layer._epsilon), "momentum": round(1.0 - float(layer._momentum), 12)}
