@@ -35,10 +35,6 @@ log = logging.getLogger(__name__)
 LayerParams = Sequence[tuple[str, str, Sequence[str]]]
 
 
-def _layer_params(model: object) -> LayerParams | None:
-    return hook().ts_layer_params(model=model)
-
-
 def _shapes(model: object) -> dict[str, tuple[int, ...]] | None:
     state = hook().ts_model_state(model=model)
     return None if state is None else {name: tuple(array.shape) for name, array in state.items()}
@@ -101,7 +97,7 @@ def align_networks(
         plugin cannot list the target's layers or read a network's state: then names alone pair.
     """
     owners = [(path, kind, tuple(params)) for path, kind, params in source_layers if params]
-    listed = _layer_params(models[1])
+    listed = hook().ts_layer_params(model=models[1])
     if listed is None:
         return _cannot(arguments[1], models[1], "list its layers (ts_layer_params)")
     target_listed = [(path, kind, tuple(params)) for path, kind, params in listed if params]

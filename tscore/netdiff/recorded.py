@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -116,7 +117,9 @@ class _Recorded:
     """Stands in for a recorded layer object: its class name is the recorded one."""
 
 
+@functools.lru_cache(maxsize=512)
 def _stand_in(type_name: str) -> object:
+    """One stand-in object per recorded class name, made once (replay reports every call with one)."""
     return type(type_name, (_Recorded,), {})()
 
 

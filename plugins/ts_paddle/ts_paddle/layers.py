@@ -85,7 +85,11 @@ def _padding(layer: Any, dims: int) -> list[list[int]] | str:
     if algorithm == "VALID":
         return [[0, 0]] * dims
     given = getattr(layer, "_updated_padding", None)
-    given = layer._padding if given is None else given
+    return _pairs(layer._padding if given is None else given, dims)
+
+
+def _pairs(given: Any, dims: int) -> list[list[int]]:
+    """Explicit padding as ``[[before, after], ...]``: from one value per dim, or a before/after pair each."""
     values = _ints(given, dims)
     if len(values) == 2 * dims:
         return [[values[2 * i], values[2 * i + 1]] for i in range(dims)]
@@ -101,12 +105,7 @@ def _pool_config(layer: Any, dims: int) -> dict[str, Any]:
     if isinstance(padding, str):
         pads: list[list[int]] | str = "same" if padding.upper() == "SAME" else [[0, 0]] * dims
     else:
-        values = _ints(padding, dims)
-        pads = (
-            [[values[2 * i], values[2 * i + 1]] for i in range(dims)]
-            if len(values) == 2 * dims
-            else [[v, v] for v in values[:dims]]
-        )
+        pads = _pairs(padding, dims)
     return {
         "kernel_size": _ints(kernel, dims),
         "stride": _ints(stride, dims),
