@@ -35,10 +35,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from tscore.checkpoint.contents import CheckpointContents
+from tscore.device_transfers import PendingArray, StatsRows
 from tscore.dtypes import neutral_dtype
 from tscore.graph_nodes import GraphNode
 from tscore.hookspecs import hookimpl
 from tscore.module_hooks import HookHandles, LayerInfo, ModuleRecorder
+from tscore.run_settings import RunSetting
 from tscore.runtime import Runtime
 from tscore.tensor_meta import FrameworkInfo, ModelInfo, TensorMeta
 
@@ -75,6 +77,9 @@ HOOK_METHODS: dict[str, tuple[str | tuple[str, ...], ...]] = {
     "ts_install_api_hooks": ("install_api_hooks",),
     "ts_tensor_stats": ("tensor_types", "tensor_stats"),
     "ts_tensor_key": ("tensor_types", "tensor_key"),
+    "ts_stats_to_host": ("stats_to_host",),
+    "ts_copy_to_host": ("tensor_types", "copy_to_host"),
+    "ts_run_settings": ("run_settings",),
     "ts_tensor_abs_max": ("tensor_types", "tensor_abs_max"),
     "ts_tensor_requires_grad": ("tensor_types", "tensor_requires_grad"),
     "ts_device_overflow": ("device_overflow",),
@@ -255,6 +260,18 @@ class Backend:
 
     def tensor_key(self, tensor: Any) -> Any:
         """Answer ``ts_tensor_key``: a value that changes when the tensor's contents may have changed."""
+        raise NotImplementedError
+
+    def stats_to_host(self, stats: Sequence[Any]) -> Callable[[], StatsRows] | None:
+        """Answer ``ts_stats_to_host``: start one copy of many statistics; None when they are not yours."""
+        raise NotImplementedError
+
+    def copy_to_host(self, tensor: Any) -> PendingArray | None:
+        """Answer ``ts_copy_to_host``: start an asynchronous copy (None for a tensor in host memory)."""
+        raise NotImplementedError
+
+    def run_settings(self, device: str) -> Sequence[RunSetting]:
+        """Answer ``ts_run_settings``: the settings that change the numbers computed on ``device``."""
         raise NotImplementedError
 
     def tensor_abs_max(self, tensor: Any) -> Any:
@@ -466,6 +483,23 @@ class Backend:
     def ts_native_dump(self, folder: str, model: object) -> NativeDump | None:
         """Arm your framework's own dump for compiled steps, when your framework is imported."""
         return self.native_dump(folder, model) if self.imported() is not None else None
+
+    @hookimpl
+    def ts_stats_to_host(self, stats: Sequence[object]) -> Callable[[], StatsRows] | None:
+        """Start one copy of your tensors' statistics to the host."""
+        return self.stats_to_host(stats) if self.imported() is not None else None
+
+    @hookimpl
+    def ts_copy_to_host(self, tensor: object) -> PendingArray | None:
+        """Start an asynchronous copy of one of your tensors to host memory."""
+        return self.copy_to_host(tensor) if self.owns_tensor(tensor) else None
+
+    @hookimpl
+    def ts_run_settings(self, framework: str, device: str) -> Sequence[RunSetting] | None:
+        """Report your framework's settings that change the numbers on ``device``."""
+        if framework != self.framework or self.imported() is None:
+            return None
+        return self.run_settings(device)
 
     @hookimpl
     def ts_tensor_abs_max(self, tensor: object) -> Any:

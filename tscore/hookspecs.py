@@ -51,8 +51,10 @@ import numpy as np
 import pluggy
 
 from tscore.checkpoint.contents import CheckpointContents
+from tscore.device_transfers import PendingArray
 from tscore.graph_nodes import GraphNode
 from tscore.module_hooks import HookHandles, LayerInfo, ModuleRecorder
+from tscore.run_settings import RunSetting
 from tscore.runtime import Runtime
 from tscore.tensor_meta import FrameworkInfo, ModelInfo, TensorMeta
 
@@ -470,13 +472,67 @@ def ts_tensor_stats(tensor: object) -> object | None:
 
     ``firstresult``: return ``None`` for tensors that are not yours. Return the
     four values as one 1-d tensor of yours, or as a tuple of four values that
-    ``float()`` reads (0-d tensors of yours, or numbers); ``None`` for an empty
-    tensor. Leave them on the device: the dump's writer reads them in its own
-    thread (``ts_to_numpy`` or ``float()``), so an asynchronous device is not
-    waited for per call. Compute in a precision that cannot overflow (float32
-    or more for half types) and change nothing: no random state, no autograd
-    graph. torch's answer: ``aminmax``, ``sum`` and ``vector_norm``, three
-    reductions.
+    ``float()`` reads (0-d tensors of yours, or numbers), or as an object of
+    yours that your ``ts_stats_to_host`` turns into the four numbers; ``None``
+    for an empty tensor. Leave them on the device: the dump gathers many of
+    them into one copy to the host (``ts_stats_to_host``) and its writer reads
+    them in its own thread, so an asynchronous device is never waited for per
+    call. Compute in a precision that cannot overflow (float32 or more for
+    half types) and change nothing: no random state, no autograd graph.
+    torch's answer on the CPU: ``aminmax``, ``sum`` and ``vector_norm``, three
+    reductions; on a GPU ``aminmax`` and ``var_mean``, two passes over the
+    tensor, the norm worked out on the host.
+    """
+
+
+@hookspec(firstresult=True)
+def ts_stats_to_host(stats: Sequence[object]) -> Callable[[], Sequence[Sequence[float | None]]] | None:
+    """Start one copy to the host of many tensors' statistics, without waiting for the device.
+
+    ``firstresult``: return ``None`` when the objects are not yours. ``stats``
+    are what your ``ts_tensor_stats`` returned for the tensors of about 128 dump
+    records (the dump hands them over in batches, on the training thread).
+    Gather them on the device (one concatenation), start an asynchronous copy
+    into page-locked host memory, and return a function that waits for that
+    copy and returns one row ``[max, min, mean, norm]`` of floats per object,
+    in order; the dump's writer calls it on its own thread. No ``.item()``,
+    no ``.cpu()`` here: the training thread must not wait for the device.
+    torch's answer on CUDA: ``torch.stack``, a ``non_blocking`` copy and a
+    CUDA event.
+    """
+
+
+@hookspec(firstresult=True)
+def ts_copy_to_host(tensor: object) -> PendingArray | None:
+    """Start copying one of your tensors to host memory, for the dump's tensor files, without waiting.
+
+    ``firstresult``: return ``None`` for tensors that are not yours, and for
+    tensors already in host memory (the dump then copies them with
+    ``ts_to_numpy``). Return a :class:`tscore.device_transfers.PendingArray`:
+    its ``nbytes`` and a ``result()`` that waits for the copy and returns the
+    numpy array, called once on the writer's thread. Copy on a stream of your
+    own into page-locked memory, after the work that made the tensor, and keep
+    the device memory from being reused until the copy is done. The dump bounds
+    the bytes in flight, so a slow disk slows the training instead of filling
+    memory. torch's answer on CUDA: a side stream, ``pin_memory``,
+    ``record_stream`` and an event.
+    """
+
+
+@hookspec(firstresult=True)
+def ts_run_settings(framework: str, device: str) -> Sequence[RunSetting] | None:
+    """Report the settings of this process that change the numbers computed on ``device``.
+
+    ``firstresult``: answer only when ``framework`` is yours. ``device`` is as
+    your ``ts_tensor_meta`` spells it (``cpu``, ``cuda:0``). Return the
+    settings as :class:`tscore.run_settings.RunSetting` (name in your
+    framework's spelling, value, meaning, and the relative difference a change
+    of it alone can explain), as they hold on that device: TF32 does not exist
+    on a CPU, so a CPU reports it off. The dump records them when it first
+    sees a tensor on a device (inside the step, so autocast shows) and the
+    comparisons list the settings that differ between two runs. torch's
+    answer: TF32 for matmul and cuDNN, ``float32_matmul_precision``,
+    deterministic algorithms, cuDNN benchmark, autocast.
     """
 
 

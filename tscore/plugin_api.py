@@ -9,7 +9,8 @@ nothing else of tscore (a test checks the import graph):
 * The records hooks take and return: :class:`TensorMeta`,
   :class:`FrameworkInfo`, :class:`ModelInfo`, :class:`LayerInfo`,
   :class:`ModuleRecorder`, :class:`HookHandles`, :class:`CheckpointContents`,
-  :class:`Runtime`, :class:`ValueTransform`, :class:`GraphNode` and :class:`GraphInput`.
+  :class:`Runtime`, :class:`ValueTransform`, :class:`PendingArray`, :class:`RunSetting`,
+  :class:`GraphNode` and :class:`GraphInput`.
 * Errors: :class:`TscoreError`, :class:`UnsupportedObjectError`,
   :class:`CheckpointReadError`, :class:`UnsafePickleError`.
 * Helpers a backend uses: :func:`hook_layers` (forward pre- and post-hooks
@@ -35,6 +36,7 @@ from tscore.backend import Backend
 from tscore.checkpoint.contents import CheckpointContents, CheckpointReadError
 from tscore.checkpoint.safe_pickle import UnsafePickleError, restricted_unpickle
 from tscore.checkpoint.transforms import ValueTransform
+from tscore.device_transfers import PendingArray
 from tscore.dtypes import NEUTRAL_DTYPES, neutral_dtype
 from tscore.dump.native import KernelCall, KernelTensor
 from tscore.errors import StepStopped, TscoreError, UnsupportedObjectError
@@ -50,6 +52,7 @@ from tscore.module_hooks import (
     training_modes_restored,
 )
 from tscore.npy_files import write_atomic
+from tscore.run_settings import RunSetting
 from tscore.runtime import Runtime
 from tscore.structures import map_arrays
 from tscore.tensor_meta import FrameworkInfo, ModelInfo, TensorMeta
@@ -77,6 +80,8 @@ __all__ = [
     "LayerInfo",
     "ModelInfo",
     "ModuleRecorder",
+    "PendingArray",
+    "RunSetting",
     "Runtime",
     "StepStopped",
     "read_package_json",

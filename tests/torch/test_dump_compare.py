@@ -122,7 +122,7 @@ def test_real_msprobe_dumps_compare_with_each_other_and_with_tscore(tmp_path, ta
     ours = dump(tmp_path / "ours", task)
     same = compare_dumps(base, ours)  # msprobe's run against tscore's of the same step
     assert same.passed, same.summary()
-    assert (same.target_label, same.orig_label) == ("msprobe dump, pytorch", "tscore dump, torch")
+    assert (same.target_label, same.orig_label) == ("msprobe dump, pytorch", "tscore dump, torch on cpu")
     paired = [v for v in same.calls if v.status != "unpaired"]
     assert len(paired) == 12 and all(v.status == "ok" for v in paired)
     # msprobe does not dump torch.flatten: tscore's two flatten calls are rows without a partner

@@ -28,7 +28,7 @@ from tscore.dump.acl_config import check_acl_config
 from tscore.dump.config import DumpConfig, DumpConfigError, load_config, make_config
 from tscore.dump.native import NATIVE_FOLDER, NativeDump, record_kernels
 from tscore.dump.overflow import OverflowRecorder, OverflowSummary
-from tscore.dump.recorder import DumpRecorder, finish_record
+from tscore.dump.recorder import DumpRecorder, finish_record, stage_statistics
 from tscore.dump.writer import DumpWriter, WriterThread
 from tscore.errors import TscoreError
 from tscore.module_hooks import HookHandles
@@ -133,7 +133,7 @@ class Debugger:
             if self._thread is None or not self._thread.alive:
                 self._thread = WriterThread()
                 weakref.finalize(self, self._thread.shutdown)
-            writer = DumpWriter(folder, finish_record, thread=self._thread)
+            writer = DumpWriter(folder, finish_record, stage=stage_statistics, thread=self._thread)
         except TscoreError as exc:
             log.warning("dump off, the training goes on: %s", exc)
             return
@@ -194,6 +194,10 @@ class Debugger:
             self._parameter_gradients(model, recorder)
         # which framework's tensors the step recorded: dump_info's frameworks lists every one imported
         info = {**self._started_info, "recorded_frameworks": recorder.frameworks}
+        if recorder.devices:
+            info["devices"] = recorder.devices
+        if recorder.settings:  # what changes numbers on each device, for comparing two runs
+            info["settings"] = recorder.settings
         if recorder.native_note:
             info["native_dump"] = recorder.native_note
         writer.write_info(info)

@@ -30,16 +30,18 @@ import math
 import sys
 import weakref
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from tscore.device_transfers import PendingArray, StagedEntry, StagedStats
 from tscore.dump.config import DumpConfig
 from tscore.dump.names import MODULE_PREFIX, CallName, canonical, parse_name, tensor_name
 from tscore.dump.writer import CONSTRUCT_FILE, STACKS_FILE, TENSORS_FOLDER, DumpWriter
 from tscore.plugins import get_plugin_manager, hook
+from tscore.run_settings import RunSetting
 from tscore.tensors import to_numpy
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,9 @@ class TensorOps:
         self._backend = backend
         self._dtypes: dict[str, str] = {}
         self._abs_max = backend is not None and backend.implements("ts_tensor_abs_max")
+        self._host_copy = backend is None or backend.implements("ts_copy_to_host")
+        self._key = backend is not None and backend.implements("ts_tensor_key")  # else: none, write each
+        self.framework = "" if backend is None else str(backend.framework)
         self._grad = backend is not None and backend.implements("ts_tensor_requires_grad")
 
     def dtype(self, tensor: Any) -> str:
@@ -111,6 +116,27 @@ class TensorOps:
             return to_numpy(tensor, copy=copy)
         return self._backend.to_numpy(tensor, copy)
 
+    def host_copy(self, tensor: Any) -> np.ndarray | PendingArray:
+        """Return a copy of the tensor for its file: started on the device's side, or made here.
+
+        A backend with ``ts_copy_to_host`` copies a device tensor asynchronously (the writer's
+        thread waits for it); a tensor in host memory, or any other backend's, is copied now.
+        """
+        if self._host_copy:
+            pending = (
+                self._backend.copy_to_host(tensor)
+                if self._backend is not None
+                else hook().ts_copy_to_host(tensor=tensor)
+            )
+            if pending is not None:
+                return pending  # type: ignore[no-any-return]
+        return self.to_numpy(tensor, True)  # type: ignore[no-any-return]
+
+    def settings(self, device: str) -> list[dict[str, Any]]:
+        """Return the settings that change numbers on ``device``, as JSON (none when the backend has none)."""
+        found = hook().ts_run_settings(framework=self.framework, device=device)
+        return [RunSetting.model_validate(s).model_dump() for s in found or ()]
+
     def abs_max(self, tensor: Any) -> float | None:
         """Return the largest |x| (NaN, inf when present; None: not floating), computed on the device.
 
@@ -138,7 +164,7 @@ class TensorOps:
 
     def key(self, tensor: Any) -> Any:
         """Return an identity of the tensor's current contents, or None when the backend gives none."""
-        if self._backend is None:
+        if self._backend is None or not self._key:
             return hook().ts_tensor_key(tensor=tensor)
         return self._backend.tensor_key(tensor)
 
@@ -169,7 +195,8 @@ class _Dispatch:
                 break
         if ops is None and hook().ts_is_tensor(obj=value):
             ops = TensorOps(None)
-            self.frameworks.add(str(hook().ts_tensor_meta(obj=value).framework))
+            ops.framework = str(hook().ts_tensor_meta(obj=value).framework)
+            self.frameworks.add(ops.framework)
         self._by_type[cls] = ops
         return ops
 
@@ -278,6 +305,9 @@ class DumpRecorder:
         self._seen: dict[Any, _Seen] = {}
         self._by_memory: dict[Any, set[Any]] = {}
         self._ops = _Dispatch()
+        self._devices: set[str] = set()
+        # the settings that change numbers, by framework and device ("torch cuda:0"), as backends report them
+        self.settings: dict[str, list[dict[str, Any]]] = {}
         self.busy = 0  # > 0 while the recorder itself runs framework code: backends report none of it
         self.stack_at_begin = True  # False: a subclass takes the stack itself, when it needs it
         self._kernels: list[Any] = []  # kernel-level dumps entered and not yet left
@@ -292,6 +322,11 @@ class DumpRecorder:
     def frameworks(self) -> list[str]:
         """The frameworks whose tensors this step recorded (one, unless a step mixes them)."""
         return sorted(self._ops.frameworks)
+
+    @property
+    def devices(self) -> list[str]:
+        """The devices of the tensors this step recorded, accelerators first (``cuda:0``, then ``cpu``)."""
+        return sorted(self._devices, key=lambda d: (d == "cpu", d))
 
     @property
     def wants_parameter_gradients(self) -> bool:
@@ -577,13 +612,16 @@ class DumpRecorder:
             dtype = ops.dtype(tensor)
             if self.config.filter_int and dtype in INTEGER_DTYPES:
                 return None
+            device = ops.device(tensor)
             entry: dict[str, Any] = {
                 "name": name,
                 "type": "tensor",
                 "dtype": dtype,
                 "shape": [int(d) for d in tensor.shape],
-                "device": ops.device(tensor),
+                "device": device,
             }
+            if device not in self._devices:
+                self._note_settings(ops, device)
             grad = ops.requires_grad(tensor)
             if grad is not None:
                 entry["requires_grad"] = grad
@@ -597,13 +635,28 @@ class DumpRecorder:
             if not self.stats_only:
                 if known.file is None:
                     known.file = f"{TENSORS_FOLDER}/{name}.npy"
-                    self.writer.submit_tensor(known.file, ops.to_numpy(tensor, True))
+                    self.writer.submit_tensor(known.file, ops.host_copy(tensor))
                 entry["file"] = known.file
             return entry
         except Exception as exc:  # a meta or sparse tensor: the record says so, the dump goes on
             return {"name": name, "type": "tensor", "error": f"{type(exc).__name__}: {exc}"}
         finally:
             self.busy -= 1
+
+    def _note_settings(self, ops: TensorOps, device: str) -> None:
+        """Record the settings that change numbers on a device, the first time a tensor there is seen.
+
+        Taken inside the step, so a setting that holds only there (autocast) shows.
+        """
+        self._devices.add(device)
+        where = f"{ops.framework} {device}".strip()
+        try:
+            found = ops.settings(device)
+        except Exception as exc:  # a backend that cannot say: the dump goes on without them
+            log.warning("dump: the settings of %s could not be read: %s", where, exc)
+            return
+        if found:
+            self.settings[where] = found
 
     def _seen_entry(self, tensor: Any, ops: TensorOps, written: bool) -> _Seen:
         """Find what was computed for the same unchanged tensor earlier in the step.
@@ -718,15 +771,63 @@ def finish_record(record: Mapping[str, Any]) -> Mapping[str, Any]:
                 if isinstance(entry.get("value"), float):
                     entry["value"] = _json_number(entry["value"])
                 continue
-            stats = entry.pop("stats")
-            if stats is None:
-                values: list[Any] = []
-            elif isinstance(stats, (list, tuple)):
-                values = [None if v is None else float(v) for v in stats]
-            elif callable(getattr(stats, "tolist", None)):  # torch, Paddle, MindSpore, numpy: one call
-                values = stats.tolist()
-            else:
-                values = np.asarray(to_numpy(stats, copy=False), np.float64).ravel().tolist()
-            values = [_json_number(float(v)) if v is not None else None for v in values]
+            values = [
+                _json_number(float(v)) if v is not None else None for v in _stats_values(entry.pop("stats"))
+            ]
             entry["max"], entry["min"], entry["mean"], entry["norm"] = (values + [None] * 4)[:4]
     return record
+
+
+def _stats_values(stats: Any) -> Sequence[Any]:
+    """Return the four numbers of one entry's statistics, however its backend left them."""
+    if stats is None:
+        return []
+    if isinstance(stats, StagedEntry):
+        return stats.values()
+    if type(stats) in (list, tuple):
+        return [None if v is None else float(v) for v in stats]
+    staged = hook().ts_stats_to_host(stats=[stats])  # an object only its backend reads
+    if staged is not None:
+        return staged()[0]  # type: ignore[no-any-return]
+    if callable(getattr(stats, "tolist", None)):  # torch, Paddle, MindSpore, numpy: one call
+        return stats.tolist()  # type: ignore[no-any-return]
+    return np.asarray(to_numpy(stats, copy=False), np.float64).ravel().tolist()  # type: ignore[no-any-return]
+
+
+_PLAIN_STATS = (list, tuple, type(None), StagedEntry)
+
+
+def stage_statistics(batch: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+    """Start one copy to the host of the statistics a batch of records left on their devices.
+
+    Run on the training thread when the writer takes a batch of lines: the backend
+    (``ts_stats_to_host``) gathers them on the device and copies them asynchronously; the
+    writer's thread waits for that copy in :func:`finish_record`. Statistics of a backend
+    without the hook stay as they are and are read one by one there.
+    """
+    pending: list[Any] = []
+    slots: dict[int, int] = {}
+    places: list[tuple[dict[str, Any], int]] = []
+    for _, record in batch:
+        for side in ("inputs", "outputs"):
+            for entry in record.get(side, ()):
+                stats = entry.get("stats")
+                if type(stats) in _PLAIN_STATS:
+                    continue
+                slot = slots.get(id(stats))
+                if slot is None:
+                    slot = slots[id(stats)] = len(pending)
+                    pending.append(stats)
+                places.append((entry, slot))
+    if not pending:
+        return
+    try:
+        wait = hook().ts_stats_to_host(stats=pending)
+    except Exception as exc:  # left as they are: finish_record reads them one by one
+        log.debug("dump: statistics not gathered for one copy: %s", exc)
+        return
+    if wait is None:
+        return
+    staged = StagedStats(wait)
+    for entry, slot in places:
+        entry["stats"] = StagedEntry(staged, slot)

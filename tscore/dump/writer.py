@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from tscore.device_transfers import PendingArray
 from tscore.errors import TargetPathError
 from tscore.npy_files import ensure_folder, storable, write_atomic, write_npy_fast
 
@@ -91,6 +92,8 @@ class DumpWriter:
 
     :param folder: ``{dump_path}/step{k}/rank{r}``; created here.
     :param finish: turns values the recorder left lazy (statistics still on a device) into JSON.
+    :param stage: called on the caller's thread with each batch of lines as it is handed to the
+        thread: starts the copies that ``finish`` will wait for (one per batch, not one per value).
     :param max_queue_bytes: how much may wait for the disk before :meth:`submit_record` and
         :meth:`submit_tensor` block.
     :param thread: the :class:`WriterThread` to write on (a debugger keeps one for all its
@@ -102,6 +105,7 @@ class DumpWriter:
         folder: str,
         finish: Callable[[Any], Any] = lambda record: record,
         *,
+        stage: Callable[[list[tuple[str, Mapping[str, Any]]]], None] | None = None,
         max_queue_bytes: int = DEFAULT_QUEUE_BYTES,
         thread: WriterThread | None = None,
     ) -> None:
@@ -110,6 +114,7 @@ class DumpWriter:
         self.folder = folder
         self.failed: str | None = None
         self._finish = finish
+        self._stage = stage
         self._queue: queue.SimpleQueue[tuple[str, Any, int]] = queue.SimpleQueue()
         self._room = threading.Condition()
         self._waiting = 0
@@ -157,10 +162,16 @@ class DumpWriter:
         self._handed = time.monotonic()
         batch, self._pending = self._pending, []
         if batch:
+            if self._stage is not None and self.failed is None:
+                self._stage(batch)
             self._put("lines", batch, _RECORD_BYTES * len(batch))
 
-    def submit_tensor(self, relative: str, array: np.ndarray) -> None:
-        """Queue one array for ``tensors/``; ``array`` must be the caller's own copy."""
+    def submit_tensor(self, relative: str, array: np.ndarray | PendingArray) -> None:
+        """Queue one array for ``tensors/``: the caller's own copy, or one still coming from a device.
+
+        A :class:`PendingArray` counts its bytes against the queue from now: its host memory
+        (pinned, on a GPU) is in use until the file is written.
+        """
         self._hand_over()
         self._put("tensor", (relative, array), int(array.nbytes) + _RECORD_BYTES)
 
@@ -227,12 +238,14 @@ class DumpWriter:
             if self.lines_lost == 1:
                 log.warning("dump to %s: a record could not be written and is left out: %s", self.folder, exc)
 
-    def _write_tensor(self, relative: str, array: np.ndarray) -> None:
+    def _write_tensor(self, relative: str, array: np.ndarray | PendingArray) -> None:
         """Write one ``.npy`` straight to its place.
 
         No temporary file and rename: a record naming a file is queued after the file, so a
         run killed while the file is being written has written no record that names it.
         """
+        if isinstance(array, PendingArray):
+            array = array.result()  # the device's copy: waited for here, never on the training thread
         began = time.perf_counter()
         path = os.path.join(self.folder, relative)
         folder = os.path.dirname(path)

@@ -14,6 +14,7 @@ import contextlib
 import gc
 import itertools
 import logging
+import math
 import os
 import re
 import time
@@ -21,6 +22,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tscore.dump.reading import read_info
 from tscore.dump_compare.api_names import api_table, neutral_calls
 from tscore.dump_compare.pairing import CallPair, pair_calls, pair_items
 from tscore.dump_compare.report import DumpCompareReport
@@ -32,6 +34,7 @@ from tscore.dump_compare.streams import DumpStream, Records, names_agree, stream
 from tscore.dump_compare.verdicts import ForwardErrors, judge_in_order
 from tscore.errors import TargetPathError
 from tscore.npy_files import write_atomic
+from tscore.run_settings import explanation, settings_differences
 
 log = logging.getLogger(__name__)
 
@@ -350,6 +353,7 @@ def compare_dumps(
         report = _compare_folders(
             (target_folder, target_data_dir), (orig_folder, orig_data_dir), api_map, stack_mode, options
         )
+    _note_settings(report, target_folder, orig_folder)
     if out_folder is not None and auto_analyze:
         advisor = os.path.join(out_folder, f"advisor{suffix}_{stamp}.txt")
         report.write_advisor(advisor)
@@ -361,6 +365,20 @@ def compare_dumps(
     if print_level:
         print(report.summary())
     return report
+
+
+def _note_settings(report: DumpCompareReport, target_folder: str, orig_folder: str) -> None:
+    """Name the settings that change numbers and differ between the runs, and what they explain."""
+    found = [read_info(folder).get("settings") for folder in (target_folder, orig_folder)]
+    if not all(isinstance(f, dict) and f for f in found):
+        return
+    differences = settings_differences(found[0], found[1])  # type: ignore[arg-type]
+    if not differences:
+        return
+    errors = [r.error for r in report.iter_rows() if r.error is not None and math.isfinite(r.error)]
+    report.settings_differences = differences
+    report.settings_note = explanation(differences, max(errors) if errors else None)
+    log.info("dump compare: %s", report.settings_note)
 
 
 def _compare_folders(

@@ -22,6 +22,7 @@ from tscore.dump_compare.row_stream import UNREAD, Block, Spool, columns, csv_bl
 from tscore.dump_compare.rows import Row
 from tscore.dump_compare.verdicts import CallVerdict
 from tscore.npy_files import atomic_stream, write_atomic
+from tscore.run_settings import SettingDifference
 
 
 class DumpCompareReport(BaseModel):
@@ -48,6 +49,9 @@ class DumpCompareReport(BaseModel):
     first_failure: CallVerdict | None = None  # the first paired call whose outputs differ, for any reason
     seconds: float = 0.0
     files: list[str] = []  # what was written: the CSV, the advisor
+    # the settings that change numbers (TF32, autocast ...) whose values differ between the two runs
+    settings_differences: list[SettingDifference] = []
+    settings_note: str = ""  # whether those settings explain the largest difference found
     _spool: Spool | None = PrivateAttr(default=None)  # every block of rows and verdicts, when not complete
 
     @property
@@ -112,19 +116,21 @@ class DumpCompareReport(BaseModel):
         if not self.rows_complete:
             tally += f"; the report keeps {len(self.calls):,} of {self.total_calls:,} calls"
             tally += ", iter_rows() reads all" if self._spool is not None else ", the CSV holds all"
+        settings = f"; {self.settings_note}" if self.settings_note else ""
         if first is None:
             failing = self.first_failure
             if failing is None:
-                return f"no paired call differs ({tally})"
+                return f"no paired call differs ({tally}){settings}"
             return (
                 f"no dumped call has an error of its own: the first that differs, {failing.label}, already "
-                f"receives differing inputs; {tally}"
+                f"receives differing inputs; {tally}{settings}"
             )
         name = first.target_call or first.orig_call
         where = f" at {first.where}" if first.where else ""
         module = f" in module {first.module!r}" if first.module and first.module != OUTSIDE else ""
         certainty = " (from statistics: less certain)" if first.basis == "statistics" else ""
-        return f"first call with its own error: {name}{module}{where}: {first.reason}{certainty}; {tally}"
+        found = f"{name}{module}{where}: {first.reason}{certainty}"
+        return f"first call with its own error: {found}; {tally}{settings}"
 
     # ------------------------------------------------------------ files
 

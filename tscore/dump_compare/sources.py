@@ -112,6 +112,7 @@ class DumpSource:
     # fills the values of calls read on demand (their ``span`` set); None when every call holds them
     loader: Callable[[Sequence[Call]], None] | None = None
     closer: Callable[[], None] | None = None
+    devices: Sequence[str] = ()  # where its tensors lived (cuda:0, cpu), when the dump says
 
     def load(self, calls: Sequence[Call]) -> None:
         """Read the values of ``calls`` (of this dump) that are read on demand."""
@@ -136,7 +137,8 @@ class DumpSource:
     @property
     def label(self) -> str:
         """Say what made the dump, for people: ``msprobe dump, pytorch``, ``tscore dump, torch``."""
-        return f"{self.format} dump" + (f", {self.framework}" if self.framework else "")
+        label = f"{self.format} dump" + (f", {self.framework}" if self.framework else "")
+        return label + (f" on {', '.join(self.devices)}" if self.devices else "")
 
     @property
     def framework_name(self) -> str | None:
@@ -352,6 +354,7 @@ def tscore_source(folder: str, calls: list[Call]) -> DumpSource:
         task,
         rank=rank if isinstance(rank, int) else _rank_of(folder),
         framework=" + ".join(str(f) for f in recorded) if isinstance(recorded, list) and recorded else None,
+        devices=[str(d) for d in devices] if isinstance(devices := info.get("devices"), list) else (),
     )
 
 

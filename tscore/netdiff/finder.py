@@ -13,6 +13,7 @@ localisation of :mod:`tscore.netdiff.locate`.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from typing import Any
@@ -29,6 +30,7 @@ from tscore.netdiff.recording import NetRunError, record_run, run_network
 from tscore.netdiff.report import CaseRun, Labels, LayerRow, LayerStatus, NetDiffReport
 from tscore.netdiff.weights import AUTO_CONV_MODES, identity_map, model_state, set_weights
 from tscore.plugins import hook
+from tscore.run_settings import RunSetting, explanation, settings_differences
 from tscore.seeding import seed_all
 from tscore.structures import pair_leaves
 
@@ -265,6 +267,7 @@ class NetDifferenceFinder:
             run = self._run_case(index, case, report)
             if run is not None and first_failing is None and not all(r.passed for r in run):
                 first_failing = index
+        self._note_settings(report)
         wanted = self.locate if locate is None else locate
         pairs, target_layers = self._pairs()
         report.alignment = [match.to_dict() for match in self.weight_map().alignment]
@@ -277,6 +280,30 @@ class NetDifferenceFinder:
         if self.print_level:
             print_report(report.render(self.print_level))
         return report
+
+    def _note_settings(self, report: NetDiffReport) -> None:
+        """Record each side's settings that change numbers; name those that differ and what they explain.
+
+        The difference they are set against is the outputs' largest, by angle: sqrt(2 (1 - cosine)),
+        the relative L2 difference of two outputs of equal length, which near-zero elements
+        cannot blow up as they do an element's relative difference.
+        """
+        found = {}
+        for label, info in zip(report.labels, (self.orig_info, self.target_info), strict=True):
+            settings = hook().ts_run_settings(framework=info.framework, device=info.device)
+            found[label] = [RunSetting.model_validate(s) for s in settings or ()]
+        report.run_settings = found
+        orig, target = ({label: [s.model_dump() for s in found[label]]} for label in report.labels)
+        report.run_settings_differ = settings_differences(target, orig)
+        if report.run_settings_differ:
+            angles = [
+                math.sqrt(max(0.0, 2 * (1 - row.cosine)))
+                for row in report.outputs
+                if row.cosine is not None and math.isfinite(row.cosine)
+            ]
+            report.run_settings_note = explanation(
+                report.run_settings_differ, max(angles) if angles else None
+            )
 
     def _run_case(self, index: int, case: Case, report: NetDiffReport) -> list[PairResult] | None:
         run = CaseRun(case=index, inputs=describe(case))

@@ -19,6 +19,7 @@ from tscore.checkpoint.layer_alignment import AMBIGUOUS, NAMES, STRUCTURE, align
 from tscore.compare.report import PairResult, boxed, format_number, pair_table
 from tscore.netdiff.recording import RunFailure
 from tscore.netdiff.weights import WeightStage
+from tscore.run_settings import RunSetting, SettingDifference
 
 OUTPUT_TITLE = "The comparison results of Net"
 LAYER_TITLE = "The comparison results of layers"
@@ -174,6 +175,11 @@ class NetDiffReport(BaseModel):
         description="when the layers' names differ: each weight-owning layer's twin and how it was found",
     )
     settings_differ: list[LayerRow] = Field(default_factory=list)
+    run_settings: dict[str, list[RunSetting]] = Field(
+        default_factory=dict, description="each side's settings that change numbers, by its label"
+    )
+    run_settings_differ: list[SettingDifference] = Field(default_factory=list)
+    run_settings_note: str = Field(default="", description="whether those differences explain the outputs'")
     first_divergence: Divergence | None = None
     location_note: str = ""
 
@@ -208,9 +214,10 @@ class NetDiffReport(BaseModel):
         if failures:
             return f"{len(failures)} case(s) failed to run; the first: {failures[0]}"
         unpaired = self.unpaired_count()
+        explained = f"; {self.run_settings_note}" if self.run_settings_note else ""
         if self.first_divergence is not None:
             line = self.first_divergence.line(self.labels)
-            return f"{line}; {unpaired} (rows 'no twin')" if unpaired else line
+            return (f"{line}; {unpaired} (rows 'no twin')" if unpaired else line) + explained
         settings = "; ".join(
             f"{row.label()}: " + ", ".join(s.text(self.labels) for s in row.settings)
             for row in self.settings_differ
@@ -220,11 +227,12 @@ class NetDiffReport(BaseModel):
                 return (
                     "outputs agree, but layer settings differ (they matter in training or on other inputs): "
                     + settings
+                    + explained
                 )
-            return "outputs agree: no divergence"
+            return "outputs agree: no divergence" + explained
         text = "outputs differ; " + (self.location_note or "the layer was not located (pass locate=True)")
         text += f"; {unpaired}" if unpaired else ""
-        return text + (f"; settings differ: {settings}" if settings else "")
+        return text + (f"; settings differ: {settings}" if settings else "") + explained
 
     def output_table(self, only_failed: bool = False) -> str:
         """TroubleShooter's table of the networks' outputs."""

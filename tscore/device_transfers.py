@@ -1,0 +1,65 @@
+"""Values still on their way from a device: what a backend hands the dump instead of waiting.
+
+A backend whose tensors live on an asynchronous device (a GPU, an NPU) starts a
+copy to host memory and returns at once; the dump's writer thread waits for it.
+The training thread never waits for the device, so a dump costs the step only
+the work it launches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+StatsRows = Sequence[Sequence["float | None"]]
+
+
+@dataclass(frozen=True)
+class PendingArray:
+    """A tensor's copy to host memory, started and not yet waited for (``ts_copy_to_host``).
+
+    :param nbytes: the size of the host copy, counted against the dump's bounded queue
+        while it waits for the disk, so pinned memory cannot grow without bound.
+    :param result: waits for the copy to finish and returns it as a numpy array
+        (bfloat16 and float8 as ``ml_dtypes`` arrays, as ``ts_to_numpy`` gives them);
+        called once, on the writer's thread.
+    """
+
+    nbytes: int
+    result: Callable[[], np.ndarray]
+
+
+class StagedStats:
+    """Many tensors' statistics on their way to the host in one copy (``ts_stats_to_host``).
+
+    :param wait: waits for the copy and returns one row ``[max, min, mean, norm]`` per
+        statistics object, in the order they were given; called at most once.
+    """
+
+    __slots__ = ("_rows", "_wait")
+
+    def __init__(self, wait: Callable[[], StatsRows]) -> None:
+        """Hold the waiting function until a row is first asked for."""
+        self._wait: Callable[[], StatsRows] | None = wait
+        self._rows: StatsRows = ()
+
+    def row(self, index: int) -> Sequence[float | None]:
+        """Return the ``index``-th object's four numbers, waiting for the copy the first time."""
+        if self._wait is not None:
+            wait, self._wait = self._wait, None
+            self._rows = wait()
+        return self._rows[index]
+
+
+@dataclass(frozen=True)
+class StagedEntry:
+    """Where one record's statistics sit in a :class:`StagedStats` batch."""
+
+    batch: StagedStats
+    index: int
+
+    def values(self) -> Sequence[float | None]:
+        """Return ``[max, min, mean, norm]``, waiting for the batch's copy if it is still running."""
+        return self.batch.row(self.index)
