@@ -196,17 +196,22 @@ class ApiCapture:
         self._busy += 1
         grad = self._torch.is_grad_enabled()
         set_grad = self._torch._C._set_grad_enabled
+        # the recorder's own reads of the tensors (shape, version, statistics) skip the mode's Python
+        # handler, which every tensor method otherwise goes through (several microseconds each)
+        plain = self._torch._C.DisableTorchFunction
         try:
             set_grad(False)  # the statistics of the inputs build no graph (one switch, no detach a tensor)
             try:
-                token = self._recorder.begin(named[0], named[1], args, kwargs)
+                with plain():
+                    token = self._recorder.begin(named[0], named[1], args, kwargs)
             finally:
                 set_grad(grad)
             output = func(*args, **kwargs)
             if token is not None:
                 set_grad(False)
                 try:
-                    self._recorder.end(token, output)
+                    with plain():
+                        self._recorder.end(token, output)
                 finally:
                     set_grad(grad)
                 if grad and self._recorder.backward_wanted:

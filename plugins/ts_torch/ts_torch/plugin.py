@@ -27,12 +27,17 @@ from tscore.plugin_api import (
     HookHandles,
     LayerInfo,
     ModuleRecorder,
+    PendingArray,
+    RunSetting,
     UnsupportedObjectError,
     read_package_json,
 )
 
 if importlib.util.find_spec("torch") is None:
     raise ImportError("ts_torch needs PyTorch, which is not installed (pip install torch)")
+
+from ts_torch.device_copies import copy_to_host, device_stats, stats_to_host
+from ts_torch.numeric_settings import run_settings
 
 log = logging.getLogger(__name__)
 
@@ -210,9 +215,11 @@ class TorchBackend(Backend):
     def tensor_stats(self, tensor: Any) -> Any:
         """Max, min, mean and L2 norm as four 0-d tensors on the tensor's device (None when empty).
 
-        Three reductions (``aminmax``, ``sum``, ``vector_norm``), in float32 for half types
-        and float64 for integers, with no autograd graph (the API capture runs the recorder
-        with gradients off; otherwise the tensor is detached); nothing leaves the device here.
+        Three reductions (``aminmax``, ``sum``, ``vector_norm``) on the CPU; on any other
+        device two (``aminmax``, ``var_mean``: :mod:`ts_torch.device_copies`), which
+        :meth:`stats_to_host` turns into the four numbers. In float32 for half types and
+        float64 for integers, with no autograd graph (the API capture runs the recorder with
+        gradients off; otherwise the tensor is detached); nothing leaves the device here.
         """
         import torch
 
@@ -226,8 +233,22 @@ class TorchBackend(Backend):
             if t.is_complex():
                 t = t.abs()
             t = t.to(torch.float32 if t.is_floating_point() else torch.float64)
+        if not t.is_cpu:  # two passes, gathered and copied to the host a batch at a time
+            return device_stats(t)
         low, high = torch.aminmax(t)
         return high, low, t.sum() / count, torch.linalg.vector_norm(t)  # sum / count: faster than mean
+
+    def stats_to_host(self, stats: Sequence[Any]) -> Callable[[], Sequence[Sequence[float | None]]] | None:
+        """Gather the statistics of many device tensors with one ``stack`` and one asynchronous copy."""
+        return stats_to_host(stats)
+
+    def copy_to_host(self, tensor: Any) -> PendingArray | None:
+        """Copy a CUDA tensor into pinned memory on a side stream; None for tensors in host memory."""
+        return copy_to_host(tensor, self.to_numpy)
+
+    def run_settings(self, device: str) -> Sequence[RunSetting]:
+        """Report TF32 (matmul, cuDNN), float32 matmul precision, determinism, cuDNN benchmark, autocast."""
+        return run_settings(device)
 
     def tensor_requires_grad(self, tensor: Any) -> bool | None:
         """Return ``tensor.requires_grad``."""

@@ -1,0 +1,133 @@
+"""torch's side of the dump on devices, checked on the CPU: the two-pass statistics a GPU uses give what
+torch's own reductions give, the settings that change numbers are recorded per device, and a comparison
+of two runs names the setting that differs and whether it explains the difference."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tscore as ts
+from ts_torch.device_copies import device_stats, stats_to_host
+from ts_torch.plugin import plugin
+from tscore.dump.reading import read_info
+
+
+def _torch_reductions(t: torch.Tensor) -> list[float]:
+    """What the CPU path gives (aminmax, sum / n, vector_norm), as the writer reads it."""
+    return [float(v) for v in plugin.tensor_stats(t)]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        torch.randn(10_000) * 7 + 3,
+        torch.randn(257, dtype=torch.float64) * 1e6,
+        torch.tensor([5.0]),
+        torch.tensor([1.0, float("nan"), 2.0]),
+        torch.tensor([1.0, float("inf"), -2.0]),
+        torch.tensor([-float("inf"), 3.0]),
+        torch.tensor([-float("inf"), float("inf"), 0.0]),
+    ],
+    ids=["randn", "float64", "one", "nan", "inf", "-inf", "both infinities"],
+)
+def test_the_two_pass_statistics_of_a_device_equal_torchs_reductions(values: torch.Tensor) -> None:
+    [row] = stats_to_host([device_stats(values)])()
+    expected = _torch_reductions(values)
+    assert [math.isnan(v) for v in row] == [math.isnan(v) for v in expected]
+    finite = [(a, b) for a, b in zip(row, expected, strict=True) if not math.isnan(b)]
+    np.testing.assert_allclose([a for a, _ in finite], [b for _, b in finite], rtol=1e-6)
+    if not any(math.isnan(v) or math.isinf(v) for v in expected):
+        a = values.double().numpy()
+        np.testing.assert_allclose(row, [a.max(), a.min(), a.mean(), np.linalg.norm(a)], rtol=2e-6)
+
+
+def test_many_tensors_of_mixed_dtypes_cross_in_one_batch_in_order() -> None:
+    tensors = [torch.randn(100), torch.randn(50, dtype=torch.float64), torch.arange(10).double()]
+    rows = stats_to_host([device_stats(t) for t in tensors])()
+    for tensor, row in zip(tensors, rows, strict=True):
+        np.testing.assert_allclose(row, _torch_reductions(tensor), rtol=1e-6)
+    assert stats_to_host([(1.0, 2.0, 3.0, 4.0)]) is None  # not the device path's: left to the writer
+
+
+@pytest.fixture
+def tf32_restored():
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    yield
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def _values(device: str) -> dict[str, object]:
+    return {s.name: s.value for s in plugin.run_settings(device)}
+
+
+def test_tf32_holds_on_a_cuda_device_and_never_on_the_cpu(tf32_restored) -> None:
+    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cuda.matmul.allow_tf32 = False
+    cuda, cpu = _values("cuda:0"), _values("cpu")
+    assert cuda["torch.backends.cudnn.allow_tf32"] is True
+    assert cuda["torch.backends.cuda.matmul.allow_tf32"] is False
+    assert cpu["torch.backends.cudnn.allow_tf32"] is False
+    assert "torch.backends.cudnn.benchmark" in cuda and "torch.backends.cudnn.benchmark" not in cpu
+    assert cpu["autocast"] is None
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert _values("cpu")["autocast"] == "bfloat16"
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(64, 64)
+        self.fc2 = nn.Linear(64, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(F.relu(self.fc1(x)))
+
+
+def _dump(folder, autocast: bool) -> None:
+    torch.manual_seed(0)
+    net, x = Net(), torch.randn(16, 64)
+    debugger = ts.dump.Debugger(task="statistics", dump_path=str(folder), level="L1")
+    debugger.start(net)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        net(x)
+    debugger.stop()
+
+
+def test_a_dump_records_its_devices_and_the_settings_it_ran_with(tmp_path) -> None:
+    _dump(tmp_path, autocast=True)
+    info = read_info(str(tmp_path / "step0" / "rank0"))
+    assert info["devices"] == ["cpu"]
+    settings = {s["name"]: s for s in info["settings"]["torch cpu"]}
+    assert settings["autocast"]["value"] == "bfloat16"  # read inside the step, where autocast holds
+    assert settings["torch.backends.cudnn.allow_tf32"]["value"] is False
+    assert settings["autocast"]["explains"] > 0 and settings["autocast"]["meaning"]
+
+
+def test_a_comparison_names_the_setting_that_differs_and_what_it_explains(tmp_path) -> None:
+    _dump(tmp_path / "mixed", autocast=True)
+    _dump(tmp_path / "plain", autocast=False)
+    report = ts.dump.compare_dumps(tmp_path / "mixed", tmp_path / "plain")
+    assert not report.passed  # bfloat16 products differ beyond the default tolerance
+    assert [d.name for d in report.settings_differences] == ["autocast"]
+    assert report.settings_differences[0].target == "bfloat16" and report.settings_differences[0].orig is None
+    assert "autocast" in report.summary() and "is within it" in report.summary()
+    assert "on cpu" in report.target_label
+    same = ts.dump.compare_dumps(tmp_path / "plain", tmp_path / "plain")
+    assert same.settings_differences == [] and same.settings_note == ""
+
+
+def test_the_finder_records_both_sides_settings_and_names_none_when_they_agree() -> None:
+    torch.manual_seed(0)
+    a, b = Net(), Net()
+    report = ts.migrator.NetDifferenceFinder(pt_net=a, ms_net=b, print_level=0).compare(
+        auto_inputs=(((4, 64), np.float32),)
+    )
+    assert report.passed
+    assert set(report.run_settings) == set(report.labels)
+    assert report.run_settings_differ == [] and report.run_settings_note == ""
