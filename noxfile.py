@@ -5,7 +5,7 @@ installed, torch alone, MindSpore alone, both together, a real model zoo's
 port (mindcv) against torch, the MSAdapter backend on mindnlp's mindtorch,
 the PaddlePaddle backend beside torch, the
 Ascend NPU plugin against a fake torch_npu, and the HTML reports in a real
-headless Chromium.
+headless Chromium. ``nox -s gpu`` runs the GPU tests on a machine with CUDA.
 ``nox -s example`` runs the bundled example; ``nox -s bench``,
 ``nox -s bench_compare``, ``nox -s bench_checkpoint``, ``nox -s bench_netdiff``,
 ``nox -s bench_dump``, ``nox -s bench_dump_compare`` and ``nox -s bench_html``
@@ -261,9 +261,30 @@ def _msprobe_env(session: nox.Session) -> Path:
     return msprobe_python
 
 
+@nox.session(python=False)
+def gpu(session: nox.Session) -> None:
+    """The GPU tests (tests/gpu), on a machine with CUDA: ``nox -s gpu``; CI's sessions never collect them.
+
+    They run in the interpreter that holds the machine's CUDA build of torch (``python3``, or
+    ``TSCORE_GPU_PYTHON``): a fresh venv would fetch a CPU build. tscore and ts_torch are installed
+    into it, editable; on a machine with no package index, ``TSCORE_WHEELS`` names a folder of the
+    wheels they need (pydantic, orjson, tabulate, hatchling ...) and pip reads only that.
+    """
+    python = os.environ.get("TSCORE_GPU_PYTHON", "python3")
+    wheels = os.environ.get("TSCORE_WHEELS")
+    source = ["--no-index", "--find-links", wheels] if wheels else []
+    session.run(python, "-m", "pip", "install", "-q", *source, "-e", ".", "-e", TORCH_PLUGIN, external=True)
+    session.env["TSCORE_GPU"] = "1"
+    session.run(python, "-m", "pytest", *(session.posargs or ["tests/gpu"]), external=True)
+
+
 @nox.session(python=PYTHON)
 def bench_dump(session: nox.Session) -> None:
-    """The API dump's cost per training step against msprobe 26.2, side by side (small ResNet, encoder)."""
+    """The API dump's cost per training step against msprobe 26.2, side by side (small ResNet, encoder).
+
+    ``-- --device cuda`` runs the GPU models (ResNet-50, a 6 x 512 encoder, the small ResNet) on a
+    machine with CUDA; there the venv needs a CUDA build of torch.
+    """
     session.install(*CONSTRAINTS, ".", TORCH_PLUGIN)
     msprobe_python = _msprobe_env(session)
     session.run(

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -29,6 +30,11 @@ import time
 from typing import Any
 
 MODELS = ("resnet", "encoder")
+# on a GPU: the issue's three models (ResNet-50 at batch 64, a 6 x 512 encoder on 32 x 256 tokens, the
+# small ResNet at batch 8); tensor mode on the small ResNet and on ResNet-50 at batch 16 (one step
+# of it writes gigabytes)
+CUDA_MODELS = ("resnet", "resnet50", "encoder6")
+CUDA_TENSOR_MODELS = ("resnet", "resnet50_b16")
 
 
 def _model(name: str) -> tuple[Any, Any, Any]:
@@ -37,6 +43,29 @@ def _model(name: str) -> tuple[Any, Any, Any]:
     from torch import nn
 
     torch.manual_seed(0)
+    if name.startswith("resnet50"):
+        import torchvision
+
+        batch = 16 if name.endswith("_b16") else 64
+        return (
+            torchvision.models.resnet50(),
+            torch.randn(batch, 3, 224, 224),
+            torch.randint(0, 1000, (batch,)),
+        )
+    if name == "encoder6":
+
+        class Encoder6(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.embed = nn.Embedding(1000, 512)
+                layer = nn.TransformerEncoderLayer(512, 8, 2048, dropout=0.0, batch_first=True)
+                self.encoder = nn.TransformerEncoder(layer, 6, enable_nested_tensor=False)
+                self.head = nn.Linear(512, 10)
+
+            def forward(self, ids: torch.Tensor) -> torch.Tensor:
+                return self.head(self.encoder(self.embed(ids)).mean(1))
+
+        return Encoder6(), torch.randint(0, 1000, (32, 256)), torch.randint(0, 10, (32,))
     if name == "resnet":
 
         class Block(nn.Module):
@@ -92,31 +121,41 @@ def _rss_mb() -> float:
     return 0.0
 
 
-def worker(tool: str, model_name: str, task: str, steps: int, folder: str) -> dict[str, Any]:
+def worker(
+    tool: str, model_name: str, task: str, steps: int, folder: str, device: str = "cpu"
+) -> dict[str, Any]:
     """Time plain, dumped and after-stop steps in this interpreter; return the medians."""
     import torch
     import torch.nn.functional as F
 
     torch.set_num_threads(1)
     net, x, y = _model(model_name)
+    net, x, y = net.to(device), x.to(device), y.to(device)
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
+    cuda = device.startswith("cuda")
 
     def step() -> None:
         optimizer.zero_grad()
         F.cross_entropy(net(x), y).backward()
         optimizer.step()
 
+    host: list[float] = []  # the training thread's CPU seconds per step, before waiting for the device
+
     def timed(run: Any, count: int) -> list[float]:
         times = []
+        host.clear()
         for _ in range(count):
-            began = time.perf_counter()
+            began, began_cpu = time.perf_counter(), time.thread_time()
             run()
+            host.append(time.thread_time() - began_cpu)
+            if cuda:  # the step's kernels are done, not only launched
+                torch.cuda.synchronize()
             times.append(time.perf_counter() - began)
         return times
 
-    for _ in range(3):
-        step()
+    timed(step, 3)
     plain = timed(step, steps)
+    plain_host = statistics.median(host) * 1e3
     if tool == "tscore":
         import tscore as ts
 
@@ -132,23 +171,33 @@ def worker(tool: str, model_name: str, task: str, steps: int, folder: str) -> di
         debugger.stop()
         debugger.step()
 
-    dumped()  # the first dumped step pays for imports and set-up; not timed
+    timed(dumped, 1)  # the first dumped step pays for imports and set-up; not timed
     during = timed(dumped, steps)
+    dumped_host = statistics.median(host) * 1e3
     after = timed(step, steps)
     result: dict[str, Any] = {
         "tool": tool,
         "model": model_name,
         "task": task,
+        "device": device,
         "plain_ms": statistics.median(plain) * 1e3,
         "dumped_ms": statistics.median(during) * 1e3,
         "after_ms": statistics.median(after) * 1e3,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        # the training thread's own CPU time: on a GPU, dumped_host near dumped_ms means the host is the limit
+        "plain_host_ms": plain_host,
+        "dumped_host_ms": dumped_host,
     }
+    if cuda:
+        result["gpu"] = torch.cuda.get_device_name()
+    if task == "tensor":
+        result.update(_files_and_references(folder))
     if tool == "tscore" and task == "tensor" and debugger.totals["tensor_seconds"] > 0:
         # the writer's own throughput: tensor bytes over the seconds its thread spent writing them
         result["writer_mb_s"] = debugger.totals["tensor_bytes"] / debugger.totals["tensor_seconds"] / 1e6
     written = sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(folder) for f in files)
     result["bytes_per_step"] = written / (steps + 1)
-    if tool == "tscore" and task == "statistics":
+    if tool == "tscore" and task == "statistics" and not cuda:
         rss = []
         for index in range(50):
             dumped()
@@ -156,6 +205,35 @@ def worker(tool: str, model_name: str, task: str, steps: int, folder: str) -> di
                 rss.append(_rss_mb())
         result["rss_growth_mb_steps_10_to_50"] = rss[1] - rss[0]
     return result
+
+
+def _files_and_references(folder: str) -> dict[str, int]:
+    """Count the tensor files a dump wrote and the record entries that name one (msprobe's too)."""
+    files = sum(1 for _, _, names in os.walk(folder) for name in names if name.endswith((".npy", ".pt")))
+    references = 0
+    for root, _, names in os.walk(folder):
+        for name in names:
+            if name == "dump.jsonl":
+                with open(os.path.join(root, name), "rb") as stream:
+                    references += sum(line.count(b'"file":') for line in stream)
+            elif name == "dump.json":
+                with open(os.path.join(root, name), "rb") as stream:
+                    references += stream.read().count(b'"data_name":')
+    return {"tensor_files": files, "tensor_references": references}
+
+
+def disk_write_rate(root: str, size: int = 2 << 30) -> float:
+    """MB/s of one sequential write of ``size`` bytes in 8 MiB buffers, fsync included: the disk's speed."""
+    block = os.urandom(8 << 20)
+    path = os.path.join(root, "disk_speed.bin")
+    began = time.perf_counter()
+    with open(path, "wb", buffering=0) as stream:
+        for _ in range(size // len(block)):
+            stream.write(block)
+        os.fsync(stream.fileno())
+    seconds = time.perf_counter() - began
+    os.unlink(path)
+    return size / seconds / 1e6
 
 
 def np_save_rate(folder: str) -> float:
@@ -178,12 +256,14 @@ def np_save_rate(folder: str) -> float:
     return total / seconds / 1e6
 
 
-def run(python: str, tool: str, model: str, task: str, steps: int, root: str) -> dict[str, Any]:
+def run(
+    python: str, tool: str, model: str, task: str, steps: int, root: str, device: str = "cpu"
+) -> dict[str, Any]:
     folder = os.path.join(root, f"{tool}-{model}-{task}")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     os.sync()  # the previous worker's files reach the disk before this one is timed
     out = subprocess.run(
-        [python, __file__, "--worker", tool, model, task, str(steps), folder],
+        [python, __file__, "--worker", tool, model, task, str(steps), folder, "--device", device],
         capture_output=True,
         text=True,
         env=env,
@@ -204,6 +284,14 @@ def main() -> None:
     parser.add_argument("--worker", nargs=5, metavar=("TOOL", "MODEL", "TASK", "STEPS", "FOLDER"))
     parser.add_argument("--msprobe-python", default=None, help="an interpreter with mindstudio-probe")
     parser.add_argument("--steps", type=int, default=15)
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help="cpu, or cuda: the issue's GPU models (ResNet-50, a 6-layer encoder, the small ResNet)",
+    )
+    parser.add_argument(
+        "--tensor-steps", type=int, default=None, help="steps of tensor mode (default: --steps)"
+    )
     parser.add_argument("--json", default=None, help="also write the results here")
     parser.add_argument(
         "--tasks",
@@ -214,16 +302,26 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker:
         tool, model, task, steps, folder = args.worker
-        print(json.dumps(worker(tool, model, task, int(steps), folder)))
+        print(json.dumps(worker(tool, model, task, int(steps), folder, args.device)))
         return
     root = tempfile.mkdtemp(prefix="bench_dump_", dir=".")
     rows = []
-    for model in MODELS:
-        for task in args.tasks:
-            rows.append(run(sys.executable, "tscore", model, task, args.steps, root))
-            if args.msprobe_python and task != "overflow_check":
-                rows.append(run(args.msprobe_python, "msprobe", model, task, args.steps, root))
+    cuda = args.device.startswith("cuda")
+    plan = [
+        (model, task)
+        for task in args.tasks
+        for model in ((CUDA_TENSOR_MODELS if task == "tensor" else CUDA_MODELS) if cuda else MODELS)
+    ]
+    disk = disk_write_rate(root) if "tensor" in args.tasks else None
+    for model, task in plan:
+        steps = args.tensor_steps or args.steps if task == "tensor" else args.steps
+        rows.append(run(sys.executable, "tscore", model, task, steps, root, args.device))
+        if args.msprobe_python and task != "overflow_check":
+            rows.append(run(args.msprobe_python, "msprobe", model, task, steps, root, args.device))
+        print(json.dumps(rows[-1]), flush=True)  # as it goes: a run cut short keeps what it measured
     shutil.rmtree(root, ignore_errors=True)
+    if disk is not None:
+        print(f"disk: one sequential write of 2 GiB with fsync, {disk:.0f} MB/s")
     for row in rows:  # what writing the tensors costs: tensor mode over statistics mode, same tool and model
         stats = next(
             (
@@ -239,12 +337,12 @@ def main() -> None:
             ]
             row["tensor_write_mb_s"] = row["bytes_per_step"] / 1e3 / extra if extra > 0 else float("inf")
     print(
-        f"{'tool':8} {'model':8} {'task':10} {'plain':>8} {'dumped':>8} {'ratio':>6} {'after stop':>10}"
+        f"{'tool':8} {'model':12} {'task':10} {'plain':>8} {'dumped':>8} {'ratio':>6} {'after stop':>10}"
         "  notes"
     )
     for row in rows:
         if "error" in row:
-            print(f"{row['tool']:8} {row['model']:8} {row['task']:10} failed: {row['error']}")
+            print(f"{row['tool']:8} {row['model']:12} {row['task']:10} failed: {row['error']}")
             continue
         notes = []
         if "tensor_write_mb_s" in row:
@@ -253,18 +351,22 @@ def main() -> None:
             notes.append(f"writer thread {row['writer_mb_s']:.0f} MB/s")
         if "np_save_mb_s" in row:
             notes.append(f"np.save of the same tensors {row['np_save_mb_s']:.0f} MB/s")
+        if "tensor_files" in row:
+            notes.append(f"{row['tensor_files']} files for {row['tensor_references']} tensor entries")
         if "rss_growth_mb_steps_10_to_50" in row:
             notes.append(f"RSS {row['rss_growth_mb_steps_10_to_50']:+.1f} MB from step 10 to 50")
         notes.append(f"{row['bytes_per_step'] / 1e6:.1f} MB/step")
+        notes.append(f"peak RSS {row['peak_rss_mb']:.0f} MB")
+        notes.append(f"host CPU {row['plain_host_ms']:.1f} -> {row['dumped_host_ms']:.1f} ms")
         print(
-            f"{row['tool']:8} {row['model']:8} {row['task']:10} {row['plain_ms']:7.1f}ms "
+            f"{row['tool']:8} {row['model']:12} {row['task']:10} {row['plain_ms']:7.1f}ms "
             f"{row['dumped_ms']:7.1f}ms "
             f"{row['dumped_ms'] / row['plain_ms']:5.2f}x {row['after_ms'] / row['plain_ms']:9.2f}x  "
             + "; ".join(notes)
         )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as stream:
-            json.dump(rows, stream, indent=2)
+            json.dump({"rows": rows, "disk_mb_s": disk}, stream, indent=2)
 
 
 if __name__ == "__main__":

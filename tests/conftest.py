@@ -10,6 +10,9 @@ import pytest
 
 import tscore
 
+# the GPU tests run only where `nox -s gpu` asks for them, on a machine with CUDA (see tests/gpu)
+collect_ignore = [] if os.environ.get("TSCORE_GPU") == "1" else ["gpu"]
+
 
 @pytest.fixture(autouse=True)
 def fresh_ids() -> Iterator[None]:

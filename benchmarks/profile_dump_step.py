@@ -1,0 +1,63 @@
+"""Where a dumped training step spends the training thread's time: cProfile of dumped steps, one model.
+
+    python benchmarks/profile_dump_step.py [--model resnet50] [--device cuda] [--steps 3] [--lines 40]
+
+It prints the functions by their own time and by cumulative time (tscore's and ts_torch's only in the
+second list); bench_dump.py gives the ratios, this says what to make cheaper.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def main() -> None:
+    """Profile ``--steps`` dumped steps after two unprofiled ones."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="resnet")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--lines", type=int, default=40)
+    args = parser.parse_args()
+    import torch
+    import torch.nn.functional as F
+    from bench_dump import _model
+
+    import tscore as ts
+
+    net, x, y = _model(args.model)
+    net, x, y = net.to(args.device), x.to(args.device), y.to(args.device)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
+    debugger = ts.dump.Debugger(task="statistics", dump_path=tempfile.mkdtemp(), level="L1")
+
+    def dumped() -> None:
+        debugger.start(net)
+        optimizer.zero_grad()
+        F.cross_entropy(net(x), y).backward()
+        optimizer.step()
+        debugger.stop()
+        debugger.step()
+        if args.device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    dumped()
+    dumped()
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(args.steps):
+        dumped()
+    profile.disable()
+    stats = pstats.Stats(profile)
+    stats.sort_stats("tottime").print_stats(args.lines)
+    stats.sort_stats("cumtime").print_stats("tscore|ts_torch", args.lines)
+
+
+if __name__ == "__main__":
+    main()

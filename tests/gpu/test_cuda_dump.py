@@ -1,0 +1,179 @@
+"""The dump on a CUDA device: statistics with no host sync, tensor files from a side stream, CUDA vs CPU."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tscore as ts
+from tscore.dump.reading import read_info, read_lines
+
+CUDA = torch.device("cuda")
+
+
+class ConvNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 32, 3, padding=1)
+        self.bn = nn.BatchNorm2d(32)
+        self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
+        self.head = nn.Linear(64, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.bn(self.conv1(x)))
+        y = F.relu(self.conv2(y))
+        return self.head(F.adaptive_avg_pool2d(y, 1).flatten(1))
+
+
+def _step(net: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    loss = F.cross_entropy(net(x), y)
+    loss.backward()
+    return loss
+
+
+def _host_stats(values: np.ndarray) -> list[float]:
+    a = values.astype(np.float64).ravel()
+    return [a.max(), a.min(), a.mean(), float(np.linalg.norm(a))]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int64])
+def test_device_statistics_equal_float64_host_statistics(dtype) -> None:
+    from ts_torch.plugin import plugin
+
+    torch.manual_seed(1)
+    tensors = [
+        (torch.randn(n, device=CUDA) * scale + shift).to(dtype)
+        if dtype.is_floating_point
+        else torch.randint(-50, 50, (n,), device=CUDA, dtype=dtype)
+        for n, scale, shift in ((1, 1.0, 0.0), (1000, 3.0, 1.0), (1 << 20, 0.1, 100.0), (4097, 1e3, -5.0))
+    ]
+    stats = [plugin.tensor_stats(t) for t in tensors]
+    rows = plugin.stats_to_host(stats)()
+    for tensor, row in zip(tensors, rows, strict=True):
+        expected = _host_stats(tensor.cpu().to(torch.float64).numpy())
+        # float32 accumulation over up to 2**20 elements: a few float32 roundings of the result
+        np.testing.assert_allclose(row, expected, rtol=2e-5, atol=1e-6 * max(1.0, abs(expected[2])))
+
+
+def test_nan_and_inf_statistics_follow_torchs_reductions() -> None:
+    from ts_torch.plugin import plugin
+
+    cases = {
+        "nan": torch.tensor([1.0, float("nan"), 2.0], device=CUDA),
+        "inf": torch.tensor([1.0, float("inf"), 2.0], device=CUDA),
+        "both": torch.tensor([-float("inf"), float("inf"), 2.0], device=CUDA),
+    }
+    rows = plugin.stats_to_host([plugin.tensor_stats(t) for t in cases.values()])()
+    nan, inf, both = rows
+    assert all(math.isnan(v) for v in nan)
+    assert inf == [math.inf, 1.0, math.inf, math.inf]
+    assert both[0] == math.inf and both[1] == -math.inf and math.isnan(both[2]) and both[3] == math.inf
+
+
+def test_a_dumped_cuda_step_makes_no_host_sync_and_records_exact_statistics(tmp_path) -> None:
+    torch.manual_seed(0)
+    net = ConvNet().to(CUDA)
+    x, y = torch.randn(8, 3, 16, 16, device=CUDA), torch.randint(0, 10, (8,), device=CUDA)
+    _step(net, x, y)  # cuDNN's set-up, outside the check
+    torch.cuda.synchronize()
+    debugger = ts.dump.Debugger(task="statistics", dump_path=str(tmp_path), level="L1")
+    debugger.start(net)
+    torch.cuda.set_sync_debug_mode("error")  # any .item(), .cpu(), .tolist() on this thread raises
+    try:
+        out = net(x)
+        loss = F.cross_entropy(out, y)
+        loss.backward()
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+        debugger.stop()
+    records = list(read_lines(str(tmp_path / "step0" / "rank0" / "dump.jsonl")))
+    assert len(records) > 10
+    linear = next(r for r in records if r["name"] == "Functional_linear_0_forward")
+    got = [linear["outputs"][0][k] for k in ("max", "min", "mean", "norm")]
+    np.testing.assert_allclose(got, _host_stats(out.detach().cpu().numpy()), rtol=1e-5, atol=1e-6)
+    assert linear["outputs"][0]["device"] == "cuda:0"
+    info = read_info(str(tmp_path / "step0" / "rank0"))
+    assert info["devices"][0] == "cuda:0"
+    names = {s["name"] for s in info["settings"]["torch cuda:0"]}
+    assert "torch.backends.cudnn.allow_tf32" in names
+
+
+def test_tensor_mode_on_cuda_writes_each_tensor_once_with_its_values(tmp_path) -> None:
+    torch.manual_seed(0)
+    net = ConvNet().to(CUDA)
+    x, y = torch.randn(4, 3, 16, 16, device=CUDA), torch.randint(0, 10, (4,), device=CUDA)
+    debugger = ts.dump.Debugger(task="tensor", dump_path=str(tmp_path), level="L1")
+    debugger.start(net)
+    out = net(x)
+    F.cross_entropy(out, y).backward()
+    debugger.stop()
+    folder = tmp_path / "step0" / "rank0"
+    records = list(read_lines(str(folder / "dump.jsonl")))
+    linear = next(r for r in records if r["name"] == "Functional_linear_0_forward")
+    written = np.load(folder / linear["outputs"][0]["file"])
+    assert np.array_equal(written, out.detach().cpu().numpy())
+    entries = [e for r in records for side in ("inputs", "outputs") for e in r[side] if "file" in e]
+    files = list((folder / "tensors").iterdir())
+    assert len(files) == len({e["file"] for e in entries}) < len(entries)  # shared tensors written once
+    conv_in = next(r for r in records if r["name"] == "Functional_conv2d_0_forward")["inputs"][0]
+    assert np.array_equal(np.load(folder / conv_in["file"]), x.cpu().numpy())
+
+
+def _tf32_pair(tf32: bool) -> tuple[nn.Module, nn.Module, torch.Tensor]:
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.manual_seed(0)
+    cpu_net = nn.Sequential(
+        *[m for i in range(4) for m in (nn.Conv2d(32 if i else 3, 32, 3, padding=1), nn.Tanh())]
+    )
+    cuda_net = nn.Sequential(
+        *[m for i in range(4) for m in (nn.Conv2d(32 if i else 3, 32, 3, padding=1), nn.Tanh())]
+    )
+    cuda_net.load_state_dict(cpu_net.state_dict())
+    return cpu_net, cuda_net.to(CUDA), torch.randn(2, 3, 32, 32)
+
+
+@pytest.fixture
+def tf32_restored():
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    yield
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def test_a_cuda_run_against_a_cpu_run_names_tf32_when_it_is_the_cause(tf32_restored) -> None:
+    from tscore.migrator import NetDifferenceFinder
+
+    cpu_net, cuda_net, x = _tf32_pair(tf32=True)
+    report = NetDifferenceFinder(pt_net=cpu_net, ms_net=cuda_net, auto_conv_ckpt=0).compare(
+        inputs=(x.numpy(),), rtol=1e-6, atol=1e-6
+    )
+    assert report.labels == ("torch (cpu)", "torch (cuda:0)")
+    differing = {d.name for d in report.run_settings_differ}
+    assert "torch.backends.cudnn.allow_tf32" in differing
+    assert "within it" in report.run_settings_note, report.run_settings_note
+    assert "torch.backends.cudnn.allow_tf32" in report.verdict()
+
+    cpu_net, cuda_net, x = _tf32_pair(tf32=False)
+    report = NetDifferenceFinder(pt_net=cpu_net, ms_net=cuda_net, auto_conv_ckpt=0).compare(
+        inputs=(x.numpy(),), rtol=1e-4, atol=1e-5
+    )
+    assert report.run_settings_differ == [] and report.run_settings_note == ""
+    assert report.passed, report.verdict()
+
+
+def test_a_cuda_dump_against_a_cpu_dump_names_tf32(tmp_path, tf32_restored) -> None:
+    cpu_net, cuda_net, x = _tf32_pair(tf32=True)
+    for name, net, device in (("cpu", cpu_net, "cpu"), ("cuda", cuda_net, CUDA)):
+        debugger = ts.dump.Debugger(task="statistics", dump_path=str(tmp_path / name), level="L1")
+        debugger.start(net)
+        net(x.to(device))
+        debugger.stop()
+    report = ts.dump.compare_dumps(tmp_path / "cuda", tmp_path / "cpu")
+    assert "cuda:0" in report.target_label and "cpu" in report.orig_label
+    assert "torch.backends.cudnn.allow_tf32" in {d.name for d in report.settings_differences}
+    assert "torch.backends.cudnn.allow_tf32" in report.summary()
