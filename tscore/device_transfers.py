@@ -25,10 +25,13 @@ class PendingArray:
     :param result: waits for the copy to finish and returns it as a numpy array
         (bfloat16 and float8 as ``ml_dtypes`` arrays, as ``ts_to_numpy`` gives them);
         called once, on the writer's thread.
+    :param release: called once the array is written (or could not be): the host memory it
+        lies in may then take the next copy.
     """
 
     nbytes: int
     result: Callable[[], np.ndarray]
+    release: Callable[[], None] = lambda: None
 
 
 class StagedStats:

@@ -61,6 +61,9 @@ class LagBackend(Backend):
     def to_numpy(self, tensor: Lag, copy: bool) -> np.ndarray:
         return np.array(tensor.array, copy=copy)
 
+    def tensor_key(self, tensor: Lag) -> tuple[int, int]:
+        return (id(tensor.array), 0)  # memory, version: lagfw's arrays never change in place
+
     def tensor_stats(self, tensor: Lag) -> LagStats:
         return LagStats(tensor.array)
 
@@ -209,3 +212,17 @@ def test_a_difference_is_said_to_be_within_what_a_setting_explains_or_beyond_it(
     text = explanation([tf32, speed_only], largest)
     assert said in text and "(tf32)" in text and "2e-03" in text
     assert explanation([speed_only], 1.0) == ""  # a setting that changes no number explains nothing
+
+
+def test_many_live_tensors_are_swept_a_constant_number_of_times_per_tensor(tmp_path, lagfw) -> None:
+    recorder = _recorder(tmp_path)
+    sweeps = []
+    sweep = recorder._prune
+    recorder._prune = lambda: (sweeps.append(len(recorder._seen)), sweep())[1]  # type: ignore[method-assign]
+    alive = [Lag(np.full(2, i, np.float32)) for i in range(20_000)]  # a big model's activations, all alive
+    for index in range(0, len(alive), 2):
+        token = recorder.begin("Torch", "add", (alive[index],), {})
+        recorder.end(token, alive[index + 1])
+    recorder.writer.close()
+    # every sweep finds them all alive; the next one waits until the count has doubled
+    assert 1 <= len(sweeps) <= 3 and sweeps == sorted(sweeps)

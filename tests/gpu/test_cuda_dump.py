@@ -177,3 +177,67 @@ def test_a_cuda_dump_against_a_cpu_dump_names_tf32(tmp_path, tf32_restored) -> N
     assert "cuda:0" in report.target_label and "cpu" in report.orig_label
     assert "torch.backends.cudnn.allow_tf32" in {d.name for d in report.settings_differences}
     assert "torch.backends.cudnn.allow_tf32" in report.summary()
+
+
+def test_an_out_of_memory_error_in_a_recorded_call_reaches_the_training_as_it_would_without_the_dump(
+    tmp_path,
+) -> None:
+    debugger = ts.dump.Debugger(task="statistics", dump_path=str(tmp_path), level="L1")
+    x = torch.randn(16, device=CUDA)
+    debugger.start()
+    try:
+        torch.relu(x)
+        with pytest.raises(torch.OutOfMemoryError):
+            x.repeat(1 << 46)  # 4 PB, asked for inside a recorded call: the allocator refuses it
+        torch.sigmoid(x)
+    finally:
+        debugger.stop()
+    names = [r["name"] for r in read_lines(str(tmp_path / "step0" / "rank0" / "dump.jsonl"))]
+    assert "Torch_relu_0_forward" in names and "Torch_sigmoid_0_forward" in names
+
+
+def test_a_model_on_two_devices_records_each_device_and_its_settings(tmp_path) -> None:
+    class Split(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.first = nn.Linear(8, 8)
+            self.second = nn.Linear(8, 4).to(CUDA)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.second(torch.relu(self.first(x)).to(CUDA))
+
+    net = Split()
+    debugger = ts.dump.Debugger(task="statistics", dump_path=str(tmp_path), level="L1")
+    debugger.start(net)
+    net(torch.randn(2, 8)).sum().backward()
+    debugger.stop()
+    info = read_info(str(tmp_path / "step0" / "rank0"))
+    assert info["devices"] == ["cuda:0", "cpu"]
+    assert set(info["settings"]) == {"torch cuda:0", "torch cpu"}
+
+
+def test_tensor_copies_stay_within_the_pinned_buffer_and_give_it_all_back(tmp_path, monkeypatch) -> None:
+    from ts_torch import device_copies
+
+    small = device_copies.PinnedRing(8 << 20, lambda n: torch.empty(n, dtype=torch.uint8, pin_memory=True))
+    monkeypatch.setattr(device_copies, "_RING", small)
+    peak = []
+    taken = small.take
+
+    def watched(nbytes, timeout=device_copies._WAIT_SECONDS):
+        found = taken(nbytes, timeout)
+        peak.append(small.in_use)
+        return found
+
+    monkeypatch.setattr(small, "take", watched)
+    xs = [torch.randn(1 << 20, device=CUDA) for _ in range(12)]  # 4 MB each, 48 MB in all
+    debugger = ts.dump.Debugger(task="tensor", dump_path=str(tmp_path), level="L1")
+    debugger.start()
+    outs = [torch.tanh(x) for x in xs]
+    debugger.stop()
+    assert max(peak) <= 8 << 20 and small.in_use == 0
+    folder = tmp_path / "step0" / "rank0"
+    records = {r["name"]: r for r in read_lines(str(folder / "dump.jsonl"))}
+    for index in (0, 11):
+        entry = records[f"Torch_tanh_{index}_forward"]["outputs"][0]
+        assert np.array_equal(np.load(folder / entry["file"]), outs[index].cpu().numpy())

@@ -131,3 +131,24 @@ def test_the_finder_records_both_sides_settings_and_names_none_when_they_agree()
     assert report.passed
     assert set(report.run_settings) == set(report.labels)
     assert report.run_settings_differ == [] and report.run_settings_note == ""
+
+
+def test_an_error_inside_a_recorded_call_reaches_the_training_unchanged_and_the_dump_goes_on(
+    tmp_path,
+) -> None:
+    a, b = torch.ones(2, 3), torch.ones(3, 2)
+    with pytest.raises(RuntimeError) as plain:
+        torch.cat([a, b], dim=1)
+    debugger = ts.dump.Debugger(task="statistics", dump_path=str(tmp_path), level="L1")
+    debugger.start()
+    try:
+        torch.relu(a)
+        with pytest.raises(RuntimeError) as dumped:
+            torch.cat([a, b], dim=1)
+        torch.sigmoid(a)
+    finally:
+        debugger.stop()
+    assert str(dumped.value) == str(plain.value)
+    names = [r["name"] for r in ts.dump.reading.read_lines(str(tmp_path / "step0" / "rank0" / "dump.jsonl"))]
+    assert "Torch_relu_0_forward" in names and "Torch_sigmoid_0_forward" in names
+    assert "Torch_cat_0_forward" not in names  # it never returned: no record claims an output

@@ -304,6 +304,7 @@ class DumpRecorder:
         # earlier call's output, whose statistics and file are reused while it is alive and unchanged
         self._seen: dict[Any, _Seen] = {}
         self._by_memory: dict[Any, set[Any]] = {}
+        self._prune_at = _PRUNE_AT
         self._ops = _Dispatch()
         self._devices: set[str] = set()
         # the settings that change numbers, by framework and device ("torch cuda:0"), as backends report them
@@ -687,7 +688,7 @@ class DumpRecorder:
         found = _Seen(ref)
         self._seen[key] = found
         self._by_memory.setdefault(memory, set()).add(key)
-        if len(self._seen) > _PRUNE_AT:
+        if len(self._seen) > self._prune_at:
             self._prune()
         return found
 
@@ -698,6 +699,9 @@ class DumpRecorder:
             del self._seen[key]
         live = set(self._seen)
         self._by_memory = {m: keys & live for m, keys in self._by_memory.items() if keys & live}
+        # many tensors alive at once (a big model's activations): sweep again only once as many
+        # more have come, so that the sweeps cost a constant per tensor, not the live count each
+        self._prune_at = max(_PRUNE_AT, 2 * len(self._seen))
 
     # ------------------------------------------------------------ kernels a framework dumped itself
 

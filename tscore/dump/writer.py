@@ -119,6 +119,7 @@ class DumpWriter:
         self._room = threading.Condition()
         self._waiting = 0
         self._limit = max_queue_bytes
+        self._warned_slow = False
         self._streams: dict[str, Any] = {}
         self._pending: list[tuple[str, Mapping[str, Any]]] = []
         self._handed = time.monotonic()
@@ -136,16 +137,26 @@ class DumpWriter:
 
     # ------------------------------------------------------------ called by the recorder
 
-    def _put(self, kind: str, payload: Any, size: int) -> None:
+    def _put(self, kind: str, payload: Any, size: int) -> bool:
+        """Queue one item, waiting while the queue is full; False when it was dropped (the dump failed)."""
         if self.failed is not None:
-            return
+            return False
         with self._room:
+            if self._waiting + size > self._limit and self._waiting > 0 and not self._warned_slow:
+                self._warned_slow = True
+                log.warning(
+                    "dump to %s: the disk cannot keep up with the training, which now waits for it "
+                    "(%d MB queued); dump less (scope, list, data_mode) or use a faster disk",
+                    self.folder,
+                    self._waiting >> 20,
+                )
             while self._waiting + size > self._limit and self._waiting > 0 and self.failed is None:
                 if not self._thread.alive or self._done.is_set():
-                    return
+                    return False
                 self._room.wait(0.5)
             self._waiting += size
         self._queue.put((kind, payload, size))
+        return True
 
     def submit_record(self, record: Mapping[str, Any], file: str = RECORDS_FILE) -> None:
         """Queue one JSON line for ``file`` (records, stacks or the module tree).
@@ -173,7 +184,9 @@ class DumpWriter:
         (pinned, on a GPU) is in use until the file is written.
         """
         self._hand_over()
-        self._put("tensor", (relative, array), int(array.nbytes) + _RECORD_BYTES)
+        queued = self._put("tensor", (relative, array), int(array.nbytes) + _RECORD_BYTES)
+        if not queued and isinstance(array, PendingArray):
+            array.release()  # its host memory goes back at once: the dump has stopped writing
 
     def write_info(self, info: Mapping[str, Any]) -> None:
         """Write ``dump_info.json`` (what was dumped, how) at once, atomically."""
@@ -245,7 +258,15 @@ class DumpWriter:
         run killed while the file is being written has written no record that names it.
         """
         if isinstance(array, PendingArray):
-            array = array.result()  # the device's copy: waited for here, never on the training thread
+            pending = array
+            try:
+                self._write_array(relative, pending.result())  # waited for here, never while training
+            finally:
+                pending.release()
+            return
+        self._write_array(relative, array)
+
+    def _write_array(self, relative: str, array: np.ndarray) -> None:
         began = time.perf_counter()
         path = os.path.join(self.folder, relative)
         folder = os.path.dirname(path)
@@ -286,6 +307,8 @@ class DumpWriter:
                             self._write_one(file, record)
                     else:
                         self._write_tensor(*payload)
+                elif kind == "tensor" and isinstance(payload[1], PendingArray):
+                    payload[1].release()  # not written: its host memory goes back all the same
                     if self._queue.empty():
                         self._flush()
             except Exception as exc:  # a full disk, an unwritable folder, no memory: the dump ends here

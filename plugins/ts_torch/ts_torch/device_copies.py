@@ -6,9 +6,11 @@
 * :func:`stats_to_host`: the statistics of a batch of records gathered with one
   ``torch.stack`` and copied into pinned memory with ``non_blocking``; an event
   tells the writer's thread when the copy is done.
-* :func:`copy_to_host`: one tensor copied into pinned memory on a side stream
-  after the work that made it (``wait_stream``), its device memory kept from
-  reuse until then (``record_stream``).
+* :func:`copy_to_host`: one tensor copied on a side stream after the work that
+  made it (``wait_stream``), its device memory kept from reuse until then
+  (``record_stream``), into a slice of one page-locked buffer
+  (:class:`PinnedRing`, 256 MiB): the host memory a dump holds stays bounded
+  whatever the model, and no per-tensor pinned allocation is cached for ever.
 
 Everything runs with ``__torch_function__`` handling off, so the dump's own calls
 never reach its API capture.
@@ -16,14 +18,20 @@ never reach its API capture.
 
 from __future__ import annotations
 
+import logging
 import math
 import sys
+import threading
+import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from tscore.plugin_api import PendingArray
+
+log = logging.getLogger(__name__)
 
 Rows = list[list["float | None"]]
 
@@ -102,6 +110,102 @@ def _rows(values: np.ndarray, counts: Sequence[int]) -> Rows:
 
 
 _SIDE_STREAMS: dict[Any, Any] = {}
+PINNED_RING_BYTES = 256 << 20  # the dump's writer queue holds as much: the two bound each other
+_ALIGN = 256  # every slice starts here, so that any dtype can view it
+_WAIT_SECONDS = 120.0  # longer than this for room: the copy is made at once instead, with a warning
+
+
+class PinnedRing:
+    """One page-locked host buffer whose slices the dump's tensor copies take and give back in order.
+
+    The writer writes tensors in the order they were copied, so slices come back first in,
+    first out and the free space is at most two runs (after the newest slice, before the
+    oldest). A copy that finds no room waits for the writer: a slow disk slows the training,
+    it never grows the host memory.
+
+    :param capacity: bytes of the buffer, allocated on first use.
+    :param allocate: makes the buffer (a torch ``uint8`` tensor); page-locked when the build has CUDA.
+    """
+
+    def __init__(self, capacity: int, allocate: Callable[[int], Any]) -> None:
+        """Hold nothing until the first :meth:`take`."""
+        self.capacity = capacity
+        self._allocate = allocate
+        self._buffer: Any = None
+        self._room = threading.Condition()
+        self._slices: deque[tuple[int, int]] = deque()  # (start, end) of the slices in use, oldest first
+        self._head = 0
+
+    def take(self, nbytes: int, timeout: float = _WAIT_SECONDS) -> tuple[Any, Callable[[], None]] | None:
+        """Return ``nbytes`` of the buffer (a uint8 tensor) and the function that gives them back.
+
+        None when the buffer is smaller than ``nbytes``, or when no room came within ``timeout``.
+        """
+        size = max(_ALIGN, -(-nbytes // _ALIGN) * _ALIGN)
+        if size > self.capacity:
+            return None
+        deadline = time.monotonic() + timeout
+        with self._room:
+            while (start := self._fit(size)) is None:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._room.wait(left):
+                    return None
+            if self._buffer is None:
+                self._buffer = self._allocate(self.capacity)
+            self._slices.append((start, start + size))
+            self._head = start + size
+        given = False
+
+        def give_back() -> None:
+            nonlocal given
+            if not given:
+                given = True
+                self._give_back(start)
+
+        return self._buffer[start : start + nbytes], give_back
+
+    def _fit(self, size: int) -> int | None:
+        if not self._slices:
+            return 0
+        oldest, newest = self._slices[0][0], self._slices[-1][0]
+        if newest < oldest or (newest == oldest and len(self._slices) > 1):  # wrapped: room before the oldest
+            return self._head if oldest - self._head >= size else None
+        if self.capacity - self._head >= size:
+            return self._head
+        return 0 if oldest >= size else None
+
+    def _give_back(self, start: int) -> None:
+        with self._room:
+            if self._slices and self._slices[0][0] == start:
+                self._slices.popleft()
+            else:
+                self._slices = deque(s for s in self._slices if s[0] != start)
+            self._room.notify_all()
+
+    @property
+    def in_use(self) -> int:
+        """Bytes of the buffer taken and not yet given back."""
+        with self._room:
+            return sum(end - start for start, end in self._slices)
+
+
+_RING: PinnedRing | None = None
+_WARNED: set[str] = set()
+
+
+def _ring() -> PinnedRing:
+    global _RING
+    if _RING is None:
+        torch = sys.modules["torch"]
+        pinned = torch.cuda.is_available()
+        _RING = PinnedRing(PINNED_RING_BYTES, lambda n: torch.empty(n, dtype=torch.uint8, pin_memory=pinned))
+    return _RING
+
+
+def _warn_once(key: str, message: str, *args: Any) -> None:
+    if key not in _WARNED:
+        _WARNED.add(key)
+        log.warning(message, *args)
 
 
 def _side_stream(device: Any) -> Any:
@@ -124,7 +228,20 @@ def copy_to_host(tensor: Any, to_numpy: Callable[[Any, bool], np.ndarray]) -> Pe
         return None
     with torch._C.DisableTorchFunction():
         t = tensor.detach().resolve_conj().resolve_neg()
-        host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+        nbytes = t.numel() * t.element_size()
+        taken = _ring().take(nbytes) if nbytes else None
+        if taken is None:
+            if nbytes:
+                _warn_once(
+                    "ring",
+                    "dump: a tensor of %d MB found no room in the %d MB of pinned memory; such tensors "
+                    "are copied while the training waits",
+                    nbytes >> 20,
+                    PINNED_RING_BYTES >> 20,
+                )
+            return None
+        space, give_back = taken
+        host = space.view(t.dtype).view(t.shape)
         stream = _side_stream(t.device)
         stream.wait_stream(torch.cuda.current_stream(t.device))  # after the work that made the tensor
         with torch.cuda.stream(stream):
@@ -137,4 +254,4 @@ def copy_to_host(tensor: Any, to_numpy: Callable[[Any, bool], np.ndarray]) -> Pe
         done.synchronize()
         return to_numpy(host, False)
 
-    return PendingArray(int(host.numel() * host.element_size()), result)
+    return PendingArray(nbytes, result, give_back)
