@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU check in one go, on a machine with CUDA, a CUDA build of torch as `python3`, and no package
-# index: the wheels tscore, nox and msprobe need lie in .whl (README, "The dump on a GPU", says how to
+# index: the wheels tscore, nox and msprobe need lie in .whl (the README's Development section says how to
 # fetch them). Runs the GPU tests (`nox -s gpu`) and the dump benchmark against msprobe 26.2 on the GPU;
 # logs and the benchmark's JSON go to $OUT (default ./gpu_results).
 #

@@ -150,7 +150,9 @@ def test_the_writer_waits_for_a_device_copy_and_the_caller_does_not(tmp_path, la
     assert set(lagfw.waited_on) == {"tscore-dump-writer"}
 
 
-def test_copies_in_flight_are_bounded_so_a_slow_device_or_disk_slows_the_caller(tmp_path, lagfw) -> None:
+def test_copies_in_flight_are_bounded_so_a_slow_device_or_disk_slows_the_caller(
+    tmp_path, lagfw, caplog
+) -> None:
     writer = DumpWriter(str(tmp_path), max_queue_bytes=4096)
     submitted = []
 
@@ -167,6 +169,7 @@ def test_copies_in_flight_are_bounded_so_a_slow_device_or_disk_slows_the_caller(
     caller.join(10)
     writer.close()
     assert len(submitted) == 8 and len(list((tmp_path / "tensors").glob("*.npy"))) == 8
+    assert caplog.text.count("the disk cannot keep up with the training") == 1  # said once, not per wait
 
 
 def test_each_device_s_settings_are_recorded_once_with_the_dump(tmp_path, lagfw) -> None:
