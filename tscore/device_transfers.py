@@ -41,18 +41,29 @@ class StagedStats:
         statistics object, in the order they were given; called at most once.
     """
 
-    __slots__ = ("_rows", "_wait")
+    __slots__ = ("_failed", "_rows", "_wait")
 
     def __init__(self, wait: Callable[[], StatsRows]) -> None:
         """Hold the waiting function until a row is first asked for."""
         self._wait: Callable[[], StatsRows] | None = wait
         self._rows: StatsRows = ()
+        self._failed: BaseException | None = None
 
     def row(self, index: int) -> Sequence[float | None]:
-        """Return the ``index``-th object's four numbers, waiting for the copy the first time."""
+        """Return the ``index``-th object's four numbers, waiting for the copy the first time.
+
+        :raises: what the copy raised, for every row of the batch (each record says so).
+        """
         if self._wait is not None:
             wait, self._wait = self._wait, None
-            self._rows = wait()
+            try:
+                self._rows = wait()
+            except Exception as exc:
+                self._failed = exc
+        if self._failed is not None:
+            raise RuntimeError(
+                f"the statistics' copy from the device failed: {self._failed}"
+            ) from self._failed
         return self._rows[index]
 
 

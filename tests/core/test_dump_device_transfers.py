@@ -229,3 +229,32 @@ def test_many_live_tensors_are_swept_a_constant_number_of_times_per_tensor(tmp_p
     recorder.writer.close()
     # every sweep finds them all alive; the next one waits until the count has doubled
     assert 1 <= len(sweeps) <= 3 and sweeps == sorted(sweeps)
+
+
+def test_lines_reach_the_disk_while_the_run_goes_on_not_only_at_stop(tmp_path, lagfw) -> None:
+    recorder = _recorder(tmp_path)
+    _calls(recorder, 300)
+    recorder.writer._hand_over()  # what the next record after a pause would do
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and len(list(read_lines(str(tmp_path / "dump.jsonl")))) < 300:
+        time.sleep(0.05)
+    assert len(list(read_lines(str(tmp_path / "dump.jsonl")))) == 300  # flushed, the writer still open
+    recorder.writer.close()
+
+
+def test_a_failed_statistics_copy_is_an_error_on_its_entries_and_the_records_are_kept(
+    tmp_path, lagfw
+) -> None:
+    def broken(stats):
+        def wait():
+            raise RuntimeError("device lost")
+
+        return wait
+
+    lagfw.stats_to_host = broken  # type: ignore[method-assign]
+    recorder = _recorder(tmp_path)
+    _calls(recorder, 3)
+    recorder.writer.close()
+    records = list(read_lines(str(tmp_path / "dump.jsonl")))
+    assert len(records) == 3
+    assert all("device lost" in e["error"] for r in records for e in r["outputs"])

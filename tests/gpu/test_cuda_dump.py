@@ -241,3 +241,20 @@ def test_tensor_copies_stay_within_the_pinned_buffer_and_give_it_all_back(tmp_pa
     for index in (0, 11):
         entry = records[f"Torch_tanh_{index}_forward"]["outputs"][0]
         assert np.array_equal(np.load(folder / entry["file"]), outs[index].cpu().numpy())
+
+
+def test_a_tensor_changed_in_place_right_after_its_call_is_written_as_the_call_saw_it(tmp_path) -> None:
+    torch.manual_seed(0)
+    xs = [torch.randn(1 << 22, device=CUDA) for _ in range(4)]  # 16 MB each: copies long enough to race
+    before = [x.cpu() for x in xs]
+    debugger = ts.dump.Debugger(task="tensor", dump_path=str(tmp_path), level="L1")
+    debugger.start()
+    for x in xs:
+        torch.sigmoid(x)
+        x.mul_(-3.0)  # changes the input the sigmoid record names, at once on the device
+    debugger.stop()
+    folder = tmp_path / "step0" / "rank0"
+    records = {r["name"]: r for r in read_lines(str(folder / "dump.jsonl"))}
+    for index, expected in enumerate(before):
+        entry = records[f"Torch_sigmoid_{index}_forward"]["inputs"][0]
+        assert np.array_equal(np.load(folder / entry["file"]), expected.numpy()), index

@@ -44,6 +44,30 @@ def test_slices_never_overlap_and_all_the_room_comes_back_in_any_fifo_run() -> N
     assert r.in_use == 0
 
 
+def test_slices_given_back_out_of_order_never_let_a_new_slice_over_a_live_one() -> None:
+    # two GPUs' backward threads, or a copy the writer drops: slices can come back in any order
+    r = ring(1024)
+    rng = random.Random(1)
+    live: list[tuple[torch.Tensor, object, int]] = []
+    for step in range(5000):
+        if live and rng.random() < 0.45:
+            view, give_back, mark = live.pop(rng.randrange(len(live)))
+            assert bool((view == mark).all()), "a later slice wrote over a live one"
+            give_back()
+            continue
+        taken = r.take(rng.choice([1, 200, 256, 300, 512]), timeout=0)
+        if taken is None:
+            continue
+        view, give_back = taken
+        mark = step % 251
+        view.fill_(mark)
+        live.append((view, give_back, mark))
+    for view, give_back, mark in live:
+        assert bool((view == mark).all())
+        give_back()
+    assert r.in_use == 0
+
+
 def test_a_full_buffer_makes_the_caller_wait_until_the_writer_gives_room_back() -> None:
     r = ring(1024)
     first = r.take(800)

@@ -306,7 +306,8 @@ class DumpRecorder:
         self._by_memory: dict[Any, set[Any]] = {}
         self._prune_at = _PRUNE_AT
         self._ops = _Dispatch()
-        self._devices: set[str] = set()
+        self._devices: set[str] = set()  # every device a recorded tensor lived on
+        self._noted: set[str] = set()  # the devices whose settings were read since the model's call began
         # the settings that change numbers, by framework and device ("torch cuda:0"), as backends report them
         self.settings: dict[str, list[dict[str, Any]]] = {}
         self.busy = 0  # > 0 while the recorder itself runs framework code: backends report none of it
@@ -452,6 +453,8 @@ class DumpRecorder:
 
     def enter(self, path: str, layer: object, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
         """Open a module call: the provenance of the calls inside it; at L0/mix a record of its own."""
+        if path == "":  # the model's own call: its settings (autocast) are read again inside it
+            self._noted.clear()
         call = self._module_calls.get(path, 0)
         self._module_calls[path] = call + 1
         # a module that raised never left: drop its frame once a module outside it starts
@@ -621,7 +624,7 @@ class DumpRecorder:
                 "shape": [int(d) for d in tensor.shape],
                 "device": device,
             }
-            if device not in self._devices:
+            if device not in self._noted:
                 self._note_settings(ops, device)
             grad = ops.requires_grad(tensor)
             if grad is not None:
@@ -650,6 +653,7 @@ class DumpRecorder:
         Taken inside the step, so a setting that holds only there (autocast) shows.
         """
         self._devices.add(device)
+        self._noted.add(device)
         where = f"{ops.framework} {device}".strip()
         try:
             found = ops.settings(device)
@@ -775,9 +779,12 @@ def finish_record(record: Mapping[str, Any]) -> Mapping[str, Any]:
                 if isinstance(entry.get("value"), float):
                     entry["value"] = _json_number(entry["value"])
                 continue
-            values = [
-                _json_number(float(v)) if v is not None else None for v in _stats_values(entry.pop("stats"))
-            ]
+            try:
+                found = _stats_values(entry.pop("stats"))
+            except Exception as exc:  # the device's copy failed: this entry says so, the record is kept
+                entry["error"] = f"{type(exc).__name__}: {exc}"
+                continue
+            values = [_json_number(float(v)) if v is not None else None for v in found]
             entry["max"], entry["min"], entry["mean"], entry["norm"] = (values + [None] * 4)[:4]
     return record
 

@@ -130,6 +130,7 @@ class DumpWriter:
         self.tensor_seconds = 0.0  # spent writing tensor files: the writer's throughput
         self._folders: set[str] = set()
         self.lines_lost = 0
+        self.tensors_lost = 0  # device copies that failed: their records name files that are not there
         self._own_thread = thread is None
         self._thread = WriterThread() if thread is None else thread
         self._done = threading.Event()
@@ -260,7 +261,18 @@ class DumpWriter:
         if isinstance(array, PendingArray):
             pending = array
             try:
-                self._write_array(relative, pending.result())  # waited for here, never while training
+                try:
+                    values = pending.result()  # waited for here, never while training
+                except OSError:
+                    raise
+                except Exception as exc:  # this tensor's copy failed: its record names a missing file
+                    self.tensors_lost += 1
+                    if self.tensors_lost == 1:
+                        log.warning(
+                            "dump to %s: a tensor could not be copied and is left out: %s", self.folder, exc
+                        )
+                    return
+                self._write_array(relative, values)
             finally:
                 pending.release()
             return
@@ -309,8 +321,8 @@ class DumpWriter:
                         self._write_tensor(*payload)
                 elif kind == "tensor" and isinstance(payload[1], PendingArray):
                     payload[1].release()  # not written: its host memory goes back all the same
-                    if self._queue.empty():
-                        self._flush()
+                if self._queue.empty():
+                    self._flush()
             except Exception as exc:  # a full disk, an unwritable folder, no memory: the dump ends here
                 self._fail(exc)
             finally:

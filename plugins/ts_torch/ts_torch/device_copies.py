@@ -80,9 +80,24 @@ def stats_to_host(stats: Sequence[Any]) -> Callable[[], Rows] | None:
     torch = sys.modules.get("torch")
     if torch is None or not stats or any(type(s) is not DeviceStats for s in stats):
         return None
+    by_device: dict[Any, list[int]] = {}
+    for index, found in enumerate(stats):
+        by_device.setdefault(found.high.device, []).append(index)
+    waits = [(indexes, _one_device(torch, [stats[i] for i in indexes])) for indexes in by_device.values()]
+
+    def wait() -> Rows:
+        rows: Rows = [[] for _ in stats]
+        for indexes, read in waits:
+            for index, row in zip(indexes, read(), strict=True):
+                rows[index] = row
+        return rows
+
+    return wait
+
+
+def _one_device(torch: Any, stats: Sequence[DeviceStats]) -> Callable[[], Rows]:
+    """Gather one device's statistics and start their copy; return what waits for it."""
     device = stats[0].high.device
-    if any(s.high.device != device for s in stats):
-        return None
     counts = [s.count for s in stats]
     with torch._C.DisableTorchFunction():
         flat = torch.stack([v for s in stats for v in (s.high, s.low, s.mean, s.var)])
@@ -165,10 +180,17 @@ class PinnedRing:
         return self._buffer[start : start + nbytes], give_back
 
     def _fit(self, size: int) -> int | None:
+        """Return where a slice of ``size`` fits, or None.
+
+        Slices are taken in ring order, so the live ones lie between the oldest's start and the
+        head, going round: past the oldest (head above it) the room is after the head and before
+        the oldest; once the head has gone round (head at or below the oldest) it is between the
+        two. A slice given back out of order leaves a hole that is reused once the oldest goes.
+        """
         if not self._slices:
             return 0
-        oldest, newest = self._slices[0][0], self._slices[-1][0]
-        if newest < oldest or (newest == oldest and len(self._slices) > 1):  # wrapped: room before the oldest
+        oldest = self._slices[0][0]
+        if self._head <= oldest:  # gone round: the only room is up to the oldest
             return self._head if oldest - self._head >= size else None
         if self.capacity - self._head >= size:
             return self._head
@@ -241,17 +263,29 @@ def copy_to_host(tensor: Any, to_numpy: Callable[[Any, bool], np.ndarray]) -> Pe
                 )
             return None
         space, give_back = taken
-        host = space.view(t.dtype).view(t.shape)
-        stream = _side_stream(t.device)
-        stream.wait_stream(torch.cuda.current_stream(t.device))  # after the work that made the tensor
-        with torch.cuda.stream(stream):
-            host.copy_(t, non_blocking=True)
-            done = torch.cuda.Event()
-            done.record(stream)
-        t.record_stream(stream)  # its memory is not handed to another tensor before the copy ends
+        try:
+            host = space.view(t.dtype).view(t.shape)
+            main = torch.cuda.current_stream(t.device)
+            stream = _side_stream(t.device)
+            stream.wait_stream(main)  # after the work that made the tensor
+            with torch.cuda.stream(stream):
+                host.copy_(t, non_blocking=True)
+                done = torch.cuda.Event()
+                done.record(stream)
+            # and before any later work changes it in place (relu_, an optimizer step): the device
+            # orders the two streams; the host waits for neither
+            main.wait_event(done)
+            t.record_stream(stream)  # its memory is not handed to another tensor before the copy ends
+        except BaseException:
+            give_back()
+            raise
 
     def result() -> np.ndarray:
         done.synchronize()
         return to_numpy(host, False)
 
-    return PendingArray(nbytes, result, give_back)
+    def release() -> None:
+        done.synchronize()  # a copy never waited for (the dump stopped writing) may still be landing
+        give_back()
+
+    return PendingArray(nbytes, result, release)
