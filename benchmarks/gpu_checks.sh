@@ -25,7 +25,8 @@ timeout "${BENCH_SECONDS:-420}" python3 benchmarks/bench_dump.py --device cuda \
     --tasks ${TASKS:-statistics tensor} --json "$out/bench_dump_cuda.json" 2>&1 \
     | tee "$out/bench_dump_cuda.log" | tail -25
 if [ "${PROFILE_SECONDS:-60}" != 0 ]; then
+    # the device's time by operator: how much the statistics' reductions add to a dumped ResNet-50 step
     timeout "${PROFILE_SECONDS:-60}" python3 benchmarks/profile_dump_step.py --model resnet50 --device cuda \
-        >"$out/profile_resnet50_cuda.txt" 2>&1
-    tail -3 "$out/profile_resnet50_cuda.txt"
+        --kernels >"$out/kernels_resnet50_cuda.txt" 2>&1
+    head -40 "$out/kernels_resnet50_cuda.txt"
 fi

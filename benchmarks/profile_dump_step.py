@@ -1,9 +1,14 @@
-"""Where a dumped training step spends the training thread's time: cProfile of dumped steps, one model.
+"""Where a dumped training step spends its time: cProfile of the training thread, or torch's profiler.
 
     python benchmarks/profile_dump_step.py [--model resnet50] [--device cuda] [--steps 3] [--lines 40]
+    python benchmarks/profile_dump_step.py --device cuda --kernels    # device time by kernel
 
-It prints the functions by their own time and by cumulative time (tscore's and ts_torch's only in the
-second list); bench_dump.py gives the ratios, this says what to make cheaper.
+cProfile prints the functions by their own time and by cumulative time (tscore's and ts_torch's
+only in the second list). On Python 3.12 and later it profiles every thread at once (through
+sys.monitoring), so the writer thread's time shows under the training thread's functions: read it
+with that in mind, or use 3.11. ``--kernels`` runs torch's profiler instead and prints the
+operators by device time (CUDA) or CPU time: how much of a dumped step the statistics' reductions
+take on the device. bench_dump.py gives the ratios, this says what to make cheaper.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--lines", type=int, default=40)
+    parser.add_argument("--kernels", action="store_true", help="torch's profiler: operators by device time")
     args = parser.parse_args()
     import torch
     import torch.nn.functional as F
@@ -49,6 +55,17 @@ def main() -> None:
 
     dumped()
     dumped()
+    if args.kernels:
+        from torch.profiler import ProfilerActivity, profile
+
+        cuda = args.device.startswith("cuda")
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        with profile(activities=activities) as found:
+            for _ in range(args.steps):
+                dumped()
+        key = "cuda_time_total" if cuda else "self_cpu_time_total"
+        print(found.key_averages().table(sort_by=key, row_limit=args.lines))
+        return
     profile = cProfile.Profile()
     profile.enable()
     for _ in range(args.steps):
