@@ -25,8 +25,10 @@ import logging
 import math
 import os
 import re
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TextIO
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -52,6 +54,16 @@ _PRINTED = {
 }
 _BARE = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:nan|inf)", re.IGNORECASE)
 _TENSOR = re.compile(r"Tensor\(shape=\[([^\]]*)\],\s*dtype=(\w+),\s*value=(.*)\)\s*$", re.DOTALL)
+
+
+def write_printed(label: str, array: np.ndarray, stream: TextIO | None = None) -> None:
+    """Write one tensor after its marker line to ``stream`` (standard output when None), flushed at once.
+
+    What ``save(output_mode="print")`` asks for: the text :func:`read_printed` reads back.
+    """
+    out = sys.stdout if stream is None else stream
+    out.write(f"{MARK}{label}\n{format_tensor(array)}\n")
+    out.flush()
 
 
 def format_tensor(array: np.ndarray) -> str:

@@ -286,11 +286,11 @@ def save(
 
 def _print(name: str, suffix: str | None, items: list[_Converted], layout: str) -> None:
     """Print each tensor after its marker, named as its file less the id (save_convert numbers them)."""
-    from tscore.printed_tensors import MARK, format_tensor
+    from tscore.printed_tensors import write_printed
 
     for item in items:
         file = naming.file_name(None, name or naming.shape_name(item.array.shape), item.path, suffix, layout)
-        print(f"{MARK}{file[: -len(naming.NPY_SUFFIX)]}\n{format_tensor(item.array)}", flush=True)
+        write_printed(file[: -len(naming.NPY_SUFFIX)], item.array)
 
 
 @dataclass(frozen=True)

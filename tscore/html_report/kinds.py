@@ -236,6 +236,7 @@ def netdiff_page(report: NetDiffReport) -> ReportPage:
     labels = report.labels
     notes = [] if report.weights is None else [report.weights.verdict()]
     notes += [f"case {c.case} ({c.inputs}): {c.failure.line()}" for c in report.cases if c.failure]
+    notes += [f"setting: {d.line()}" for d in report.run_settings_differ]
     facts = [
         ("orig network", report.orig_label),
         ("target network", report.target_label),
@@ -447,6 +448,7 @@ def dump_page(report: DumpCompareReport) -> ReportPage:
             f"first divergence: {first_call.label}: inputs' error {format_number(first_call.input_error)}, "
             f"outputs' error {format_number(first_call.output_error)} ({first_call.status})"
         )
+    notes += [f"setting: {d.line()}" for d in report.settings_differences]
     return ReportPage(
         kind="dump_compare",
         title=f"Dumps {report.target_path} and {report.orig_path}",
