@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -67,13 +68,12 @@ class StagedStats:
         return self._rows[index]
 
 
-@dataclass(frozen=True)
-class StagedEntry:
-    """Where one record's statistics sit in a :class:`StagedStats` batch."""
+class StagedEntry(NamedTuple):
+    """Where one record's statistics sit in a :class:`StagedStats` batch (a named tuple: one per entry)."""
 
     batch: StagedStats
-    index: int
+    slot: int
 
     def values(self) -> Sequence[float | None]:
         """Return ``[max, min, mean, norm]``, waiting for the batch's copy if it is still running."""
-        return self.batch.row(self.index)
+        return self.batch.row(self.slot)

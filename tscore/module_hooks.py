@@ -81,6 +81,10 @@ class HookHandles:
         """Remember one more hook to remove."""
         self._removers.append(remover)
 
+    def add_handle(self, handle: Any) -> None:
+        """Remember a framework's hook handle, whose ``remove()`` removes it (no bound method per hook)."""
+        self._removers.append(handle)
+
     def __len__(self) -> int:
         """How many hooks are still installed."""
         return len(self._removers)
@@ -91,7 +95,8 @@ class HookHandles:
         failure: BaseException | None = None
         for remover in reversed(removers):
             try:
-                remover()
+                remove = getattr(remover, "remove", None)
+                remove() if remove is not None else remover()
             except Exception as exc:  # keep removing the others
                 failure = failure or exc
         if failure is not None:
@@ -143,20 +148,50 @@ def hook_layers(
     returning a handle with ``remove()`` (torch modules and MindSpore cells
     both do). If a registration fails, the hooks added so far are removed.
     """
+    hooks = _LayerHooks(recorder)
     try:
         for path, layer in layers:
-
-            def before(obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any], path: str = path) -> None:
-                recorder.enter(path, obj, args, kwargs)
-
-            def after(
-                obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any, path: str = path
-            ) -> None:
-                recorder.leave(path, obj, output)
-
-            handles.add(layer.register_forward_pre_hook(before, with_kwargs=True).remove)
-            handles.add(layer.register_forward_hook(after, with_kwargs=True).remove)
+            before, after = hooks.pair(path, layer)
+            handles.add_handle(layer.register_forward_pre_hook(before, with_kwargs=True))
+            handles.add_handle(layer.register_forward_hook(after, with_kwargs=True))
     except BaseException:
         handles.remove()
         raise
     return handles
+
+
+class _LayerHooks:
+    """The forward pre-hook and hook of every layer of one model, as one pair of methods.
+
+    One pair, the layer's path looked up by the layer: a pair of closures per layer would be
+    objects that live through every step, more for Python's full garbage collections to go over.
+    """
+
+    def __init__(self, recorder: ModuleRecorder) -> None:
+        """Report to ``recorder``; no layer known yet."""
+        self.recorder = recorder
+        self.paths: dict[int, str] = {}
+        self.shared = (self.before, self.after)
+
+    def pair(self, path: str, layer: Any) -> tuple[Callable[..., None], Callable[..., None]]:
+        """Return the hooks for ``layer`` at ``path``: the shared pair, or closures for a second path."""
+        if id(layer) not in self.paths:
+            self.paths[id(layer)] = path
+            return self.shared
+        recorder = self.recorder
+
+        def before(obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            recorder.enter(path, obj, args, kwargs)
+
+        def after(obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
+            recorder.leave(path, obj, output)
+
+        return before, after
+
+    def before(self, layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Open the layer's call."""
+        self.recorder.enter(self.paths[id(layer)], layer, args, kwargs)
+
+    def after(self, layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
+        """Close the layer's call."""
+        self.recorder.leave(self.paths[id(layer)], layer, output)

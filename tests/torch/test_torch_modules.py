@@ -105,6 +105,31 @@ def test_the_tracking_recorder_keeps_no_values() -> None:
     assert len(handles) == 0
 
 
+def test_module_hooks_report_each_path_of_a_layer_listed_twice_and_all_come_off() -> None:
+    """One pair of hooks serves every layer; a layer a framework lists under two paths gets its own."""
+    from tscore.module_hooks import HookHandles, hook_layers
+
+    class Paths:
+        def __init__(self) -> None:
+            self.entered: list[str] = []
+
+        def enter(self, path: str, layer: object, args: tuple, kwargs: dict) -> None:
+            self.entered.append(path)
+
+        def leave(self, path: str, layer: object, output: object) -> None:
+            pass
+
+    shared = nn.ReLU()
+    recorder = Paths()
+    handles = hook_layers([("a", shared), ("b", shared), ("c", nn.Tanh())], recorder, HookHandles())
+    assert len(handles) == 6
+    shared(torch.ones(2))
+    assert recorder.entered == ["a", "b"]
+    handles.remove()
+    shared(torch.ones(2))
+    assert recorder.entered == ["a", "b"] and not shared._forward_pre_hooks and not shared._forward_hooks
+
+
 def test_a_stand_in_torch_from_mindtorch_leaves_its_objects_to_the_msadapter_backend(monkeypatch) -> None:
     """Where mindnlp redirects ``import torch`` to mindtorch, ts_torch claims nothing (stand-in module)."""
     import types

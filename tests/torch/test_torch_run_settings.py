@@ -69,6 +69,31 @@ def test_many_tensors_of_mixed_dtypes_cross_in_one_batch_in_order() -> None:
     assert stats_to_host([(1.0, 2.0, 3.0, 4.0)]) is None  # not the device path's: left to the writer
 
 
+def test_a_batch_mixing_finite_and_non_finite_tensors_gives_each_its_own_row() -> None:
+    tensors = [
+        torch.tensor([1.0, 2.0, 4.0]),
+        torch.tensor([1.0, float("nan")]),
+        torch.tensor([float("inf"), -1.0]),
+        torch.tensor([-3.0, 3.0]),
+    ]
+    rows = stats_to_host([device_stats(t) for t in tensors])()
+    assert rows[0] == pytest.approx([4.0, 1.0, 7.0 / 3, math.sqrt(21.0)])
+    assert all(math.isnan(v) for v in rows[1])
+    assert rows[2][:2] == [math.inf, -1.0] and rows[2][2:] == [math.inf, math.inf]
+    assert rows[3] == pytest.approx([3.0, -3.0, 0.0, math.sqrt(18.0)])
+
+
+def test_staged_statistics_let_go_of_their_device_tensors_and_are_read_again_from_the_same_copy() -> None:
+    """A dump keeps a tensor's statistics for the step (the tensor may be recorded again): once its copy
+    has started they hold no device tensor, and a second batch naming them reads the first copy."""
+    first, second = device_stats(torch.tensor([1.0, 3.0])), device_stats(torch.tensor([-2.0]))
+    wait_first = stats_to_host([first])
+    assert first.high is None and first.low is None and first.mean is None and first.var is None
+    wait_again = stats_to_host([second, first])
+    assert wait_again() == [[-2.0, -2.0, -2.0, 2.0], wait_first()[0]]
+    assert wait_first() == [[3.0, 1.0, 2.0, pytest.approx(math.sqrt(10.0))]]
+
+
 @pytest.fixture
 def tf32_restored():
     saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32

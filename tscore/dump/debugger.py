@@ -79,9 +79,10 @@ class Debugger:
         self._stack_cache: dict[Any, Any] = {}  # stacks worked out, shared by every step's recorder
         self.folders: list[str] = []
         self.overflows: list[OverflowSummary] = []  # with task="overflow_check": each step's findings
-        # what every step dumped so far wrote: records, tensor files, bytes, seconds spent writing tensors
+        # what every step dumped so far wrote: records, tensor files, bytes, seconds spent writing tensors,
+        # and the writer thread's CPU seconds
         self.totals: dict[str, float] = dict.fromkeys(
-            ("records", "tensors", "bytes", "tensor_bytes", "tensor_seconds"), 0
+            ("records", "tensors", "bytes", "tensor_bytes", "tensor_seconds", "writer_cpu_seconds"), 0
         )
 
     # ------------------------------------------------------------ the switch
@@ -215,6 +216,7 @@ class Debugger:
             ("bytes", writer.bytes_written),
             ("tensor_bytes", writer.tensor_bytes),
             ("tensor_seconds", writer.tensor_seconds),
+            ("writer_cpu_seconds", writer.cpu_seconds),
         ):
             self.totals[key] += value
         log.info(

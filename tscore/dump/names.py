@@ -14,7 +14,7 @@ it: ``Module.{path}.{Class}.forward.{n}``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 API_PREFIXES = (
     "Tensor",
@@ -46,16 +46,16 @@ _MODULE = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class CallName:
+class CallName(NamedTuple):
     """A call's name, taken apart: ``Functional_conv2d_0_forward``, ``("Functional", "conv2d", 0, ...)``.
 
-    For a module call, ``prefix`` is ``"Module"`` and ``api`` is ``"{path}.{Class}"``.
+    For a module call, ``prefix`` is ``"Module"`` and ``api`` is ``"{path}.{Class}"``. A named
+    tuple: made for every call a dump sees, several times faster than a frozen dataclass.
     """
 
     prefix: str
     api: str
-    index: int
+    index: int  # type: ignore[assignment]  # the call's number; hides tuple.index, which no caller uses
     direction: str
 
     @property
@@ -109,4 +109,8 @@ def canonical(text: str) -> str:
 
 def tensor_name(call: str, side: str, path: tuple[str, ...]) -> str:
     """Name one tensor of a call: ``Functional_conv2d_0_forward_input.0``, ``..._output``."""
-    return f"{call}_{side}" + "".join(f".{part}" for part in path)
+    if not path:
+        return f"{call}_{side}"
+    if len(path) == 1:
+        return f"{call}_{side}.{path[0]}"
+    return f"{call}_{side}." + ".".join(path)

@@ -66,20 +66,26 @@ def _no_ref() -> None:
     return None
 
 
-@dataclass
 class _Seen:
     """A tensor seen in this step (held weakly), with its statistics and file once they exist."""
 
-    ref: Any  # a weak reference to the tensor, or a function returning None when it has none
-    stats: Any = _MISSING
-    file: str | None = None
+    __slots__ = ("file", "ref", "stats")
+
+    def __init__(self, ref: Any) -> None:
+        """Hold a weak reference to the tensor (or a function returning None when it has none)."""
+        self.ref = ref
+        self.stats: Any = _MISSING
+        self.file: str | None = None
 
 
 class TensorOps:
     """What the recorder asks of a tensor's backend: its dtype, device, statistics and identity key."""
 
     def __init__(self, backend: Any) -> None:
-        """Bind the backend (a :class:`tscore.backend.Backend`), or None to go through the hooks."""
+        """Bind the backend (a :class:`tscore.backend.Backend`), or None to go through the hooks.
+
+        A Backend's methods are bound here, once: the recorder asks each of them of every tensor.
+        """
         self._backend = backend
         self._dtypes: dict[str, str] = {}
         self._abs_max = backend is not None and backend.implements("ts_tensor_abs_max")
@@ -87,12 +93,20 @@ class TensorOps:
         self._key = backend is not None and backend.implements("ts_tensor_key")  # else: none, write each
         self.framework = "" if backend is None else str(backend.framework)
         self._grad = backend is not None and backend.implements("ts_tensor_requires_grad")
+        if backend is not None:
+            self._native_dtype = backend.tensor_dtype
+            self._device_of = backend.tensor_device
+            self.stats = backend.tensor_stats  # type: ignore[method-assign]
+            if self._key:
+                self.key = backend.tensor_key  # type: ignore[method-assign]
+            if self._grad:
+                self._grad_of = backend.tensor_requires_grad
 
     def dtype(self, tensor: Any) -> str:
         """Return the neutral dtype name."""
         if self._backend is None:
             return str(hook().ts_tensor_meta(obj=tensor).dtype)
-        native = self._backend.tensor_dtype(tensor)
+        native = self._native_dtype(tensor)
         neutral = self._dtypes.get(native)
         if neutral is None:
             neutral = self._dtypes[native] = self._backend.neutral_dtype(native)
@@ -102,13 +116,11 @@ class TensorOps:
         """Return where the tensor lives."""
         if self._backend is None:
             return str(hook().ts_tensor_meta(obj=tensor).device)
-        return str(self._backend.tensor_device(tensor))
+        return str(self._device_of(tensor))
 
     def stats(self, tensor: Any) -> Any:
         """Return max, min, mean and L2 norm, computed by the backend on the tensor's device."""
-        if self._backend is None:
-            return hook().ts_tensor_stats(tensor=tensor)
-        return self._backend.tensor_stats(tensor)
+        return hook().ts_tensor_stats(tensor=tensor)
 
     def to_numpy(self, tensor: Any, copy: bool) -> Any:
         """Return the tensor's values as a host numpy array (the caller's own when ``copy``)."""
@@ -156,17 +168,15 @@ class TensorOps:
 
     def requires_grad(self, tensor: Any) -> bool | None:
         """Return whether the tensor takes part in autograd; None when its backend does not say."""
-        if self._backend is None or not self._grad:
-            found = hook().ts_tensor_requires_grad(tensor=tensor)
+        if self._grad:
+            found = self._grad_of(tensor)
         else:
-            found = self._backend.tensor_requires_grad(tensor)
+            found = hook().ts_tensor_requires_grad(tensor=tensor)
         return found if isinstance(found, bool) else None
 
     def key(self, tensor: Any) -> Any:
         """Return an identity of the tensor's current contents, or None when the backend gives none."""
-        if self._backend is None or not self._key:
-            return hook().ts_tensor_key(tensor=tensor)
-        return self._backend.tensor_key(tensor)
+        return hook().ts_tensor_key(tensor=tensor)
 
 
 class _Dispatch:
@@ -292,6 +302,14 @@ class DumpRecorder:
         self.dumped = 0
         self._counts: dict[str, int] = {}
         self._filter = _Filter(config)
+        # data_mode, looked up per call: which sides of each direction are kept, and whether anything is
+        self._keeps = {
+            (d, r): config.wants(d, r) for d in ("forward", "backward") for r in ("input", "output")
+        }
+        self._directions = {
+            d: self.stack_only or self._keeps[d, "input"] or self._keeps[d, "output"]
+            for d in ("forward", "backward")
+        }
         self._modules: list[_ModuleFrame] = []
         self._outside = _ModuleFrame(OUTSIDE, 0)  # calls made outside every module of the model
         self._module_calls: dict[str, int] = {}
@@ -303,7 +321,10 @@ class DumpRecorder:
         # tensors seen in this step by content key, held weakly: a call's input is very often an
         # earlier call's output, whose statistics and file are reused while it is alive and unchanged
         self._seen: dict[Any, _Seen] = {}
-        self._by_memory: dict[Any, set[Any]] = {}
+        # the keys each memory is known under: one key, or a set of them once there are several
+        # (the common case allocates no set: every object that lives through the step is one
+        # more for Python's full garbage collections, which then come sooner)
+        self._by_memory: dict[Any, Any] = {}
         self._prune_at = _PRUNE_AT
         self._ops = _Dispatch()
         self._devices: set[str] = set()  # every device a recorded tensor lived on
@@ -363,15 +384,16 @@ class DumpRecorder:
         if not self.active:
             return None
         name = CallName(prefix, api, index, "forward")
-        wanted = self._filter.wants(name) and self._direction_wanted("forward")
-        backward = CallName(prefix, api, index, "backward")
-        if not wanted and not (self._direction_wanted("backward") and self._filter_peek(backward)):
+        wanted = self._filter.wants(name) and self._directions["forward"]
+        if not wanted and not (
+            self._directions["backward"] and self._filter_peek(CallName(prefix, api, index, "backward"))
+        ):
             return None
         module, key = self._provenance(f"{prefix}.{api}")
         token = CallToken(
             name, key, module, self._stack() if self.stack_at_begin else None, [], record=wanted
         )
-        if wanted and not self.stack_only and self.config.wants("forward", "input"):
+        if wanted and not self.stack_only and self._keeps["forward", "input"]:
             self._keep_inputs(token, args, kwargs)
         if wanted and self.config.acl_config:  # last: the recorder's own work stays out of that dump
             token.kernel = self._kernel_dump()
@@ -407,9 +429,14 @@ class DumpRecorder:
 
     def _direction_wanted(self, direction: str) -> bool:
         """Whether ``data_mode`` keeps anything of a call's ``direction`` (stacks alone: always)."""
-        return (
-            self.stack_only or self.config.wants(direction, "input") or self.config.wants(direction, "output")
-        )
+        known = self._directions.get(direction)
+        if known is None:
+            return (
+                self.stack_only
+                or self.config.wants(direction, "input")
+                or self.config.wants(direction, "output")
+            )
+        return known
 
     def _filter_peek(self, name: CallName) -> bool:
         """Whether a call's backward is listed (a list or API filter names it), without moving a range."""
@@ -426,9 +453,10 @@ class DumpRecorder:
         if not token.record or not self.active:
             return
         outputs: list[dict[str, Any]] = []
-        if not self.stack_only and self.config.wants("forward", "output"):
+        if not self.stack_only and self._keeps["forward", "output"]:
             outputs = self._outputs(token.name.ptdbg, output)
-        self._emit(token, token.name, token.inputs, outputs)
+        inputs, token.inputs = token.inputs, []  # the token lives on until backward: its record is gone
+        self._emit(token, token.name, inputs, outputs)
 
     def backward(self, token: CallToken, grad_outputs: Any, grad_inputs: Any) -> None:
         """Record the backward of a dumped call.
@@ -443,9 +471,9 @@ class DumpRecorder:
             return
         inputs = outputs = []
         if not self.stack_only:
-            if self.config.wants("backward", "input"):
+            if self._keeps["backward", "input"]:
                 inputs = self._values(name.ptdbg, "input", grad_outputs)
-            if self.config.wants("backward", "output"):
+            if self._keeps["backward", "output"]:
                 outputs = self._values(name.ptdbg, "output", grad_inputs)
         self._emit(token, name, inputs, outputs)
 
@@ -621,7 +649,9 @@ class DumpRecorder:
                 "name": name,
                 "type": "tensor",
                 "dtype": dtype,
-                "shape": [int(d) for d in tensor.shape],
+                # a tuple of ints: an entry of numbers and strings only is one the garbage collector
+                # stops tracking, where a list would keep it tracked until the writer has it
+                "shape": tuple(map(int, tensor.shape)),
                 "device": device,
             }
             if device not in self._noted:
@@ -679,11 +709,13 @@ class DumpRecorder:
             return _Seen(_no_ref)
         memory = key[0] if isinstance(key, tuple) and key else key
         if written:
-            for other in self._by_memory.pop(memory, set()) - {key}:
-                self._seen.pop(other, None)
+            others = self._by_memory.pop(memory, None)
+            for other in others if type(others) is set else (others,):
+                if other is not None and other != key:
+                    self._seen.pop(other, None)
         found = self._seen.get(key)
         if found is not None and found.ref() is not None:
-            self._by_memory.setdefault(memory, set()).add(key)
+            self._remember_memory(memory, key)
             return found
         try:
             ref = weakref.ref(tensor)
@@ -691,18 +723,32 @@ class DumpRecorder:
             return _Seen(_no_ref)
         found = _Seen(ref)
         self._seen[key] = found
-        self._by_memory.setdefault(memory, set()).add(key)
+        self._remember_memory(memory, key)
         if len(self._seen) > self._prune_at:
             self._prune()
         return found
+
+    def _remember_memory(self, memory: Any, key: Any) -> None:
+        """Note that ``memory`` is known under ``key`` (a set only when it is known under several)."""
+        known = self._by_memory.get(memory)
+        if known is None:
+            self._by_memory[memory] = key
+        elif type(known) is set:
+            known.add(key)
+        elif known != key:
+            self._by_memory[memory] = {known, key}
 
     def _prune(self) -> None:
         """Forget the entries whose tensors are gone."""
         dead = [key for key, seen in self._seen.items() if seen.ref() is None]
         for key in dead:
             del self._seen[key]
-        live = set(self._seen)
-        self._by_memory = {m: keys & live for m, keys in self._by_memory.items() if keys & live}
+        by_memory: dict[Any, Any] = {}
+        for memory, keys in self._by_memory.items():
+            kept = [k for k in (keys if type(keys) is set else (keys,)) if k in self._seen]
+            if kept:
+                by_memory[memory] = kept[0] if len(kept) == 1 else set(kept)
+        self._by_memory = by_memory
         # many tensors alive at once (a big model's activations): sweep again only once as many
         # more have come, so that the sweeps cost a constant per tensor, not the live count each
         self._prune_at = max(_PRUNE_AT, 2 * len(self._seen))
@@ -775,18 +821,29 @@ def finish_record(record: Mapping[str, Any]) -> Mapping[str, Any]:
     """Turn the statistics a backend left on its device into numbers (run by the writer's thread)."""
     for side in ("inputs", "outputs"):
         for entry in record.get(side, ()):
-            if "stats" not in entry:
-                if isinstance(entry.get("value"), float):
-                    entry["value"] = _json_number(entry["value"])
+            stats = entry.pop("stats", _MISSING)
+            if stats is _MISSING:
+                value = entry.get("value")
+                if type(value) is float and value - value != 0.0:  # inf or NaN
+                    entry["value"] = _json_number(value)
                 continue
             try:
-                found = _stats_values(entry.pop("stats"))
+                found = stats if type(stats) is tuple and len(stats) == 4 else _stats_values(stats)
             except Exception as exc:  # the device's copy failed: this entry says so, the record is kept
                 entry["error"] = f"{type(exc).__name__}: {exc}"
                 continue
-            values = [_json_number(float(v)) if v is not None else None for v in found]
-            entry["max"], entry["min"], entry["mean"], entry["norm"] = (values + [None] * 4)[:4]
+            if len(found) != 4:
+                found = (list(found) + [None] * 4)[:4]
+            entry["max"], entry["min"], entry["mean"], entry["norm"] = map(_finished, found)
     return record
+
+
+def _finished(value: Any) -> Any:
+    """One statistic as JSON holds it: a float, a string for inf and NaN, or None."""
+    if value is None:
+        return None
+    number = float(value)
+    return number if number - number == 0.0 else _json_number(number)
 
 
 def _stats_values(stats: Any) -> Sequence[Any]:

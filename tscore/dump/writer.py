@@ -128,6 +128,7 @@ class DumpWriter:
         self.tensors_written = 0
         self.tensor_bytes = 0
         self.tensor_seconds = 0.0  # spent writing tensor files: the writer's throughput
+        self.cpu_seconds = 0.0  # the writer thread's CPU time for this folder, once closed
         self._folders: set[str] = set()
         self.lines_lost = 0
         self.tensors_lost = 0  # device copies that failed: their records name files that are not there
@@ -302,9 +303,12 @@ class DumpWriter:
             stream.flush()
 
     def _run(self) -> None:
+        began = time.thread_time()
         try:
             self._serve_queue()
         finally:
+            # the thread's own CPU time: under the GIL, every second of it is one the training can lose
+            self.cpu_seconds = time.thread_time() - began
             self._done.set()
 
     def _serve_queue(self) -> None:

@@ -212,10 +212,10 @@ class ApiCapture:
                 try:
                     with plain():
                         self._recorder.end(token, output)
+                        if grad and self._recorder.backward_wanted:
+                            self._hook_backward(token, args, output)
                 finally:
                     set_grad(grad)
-                if grad and self._recorder.backward_wanted:
-                    self._hook_backward(token, args, output)
             return output
         finally:
             self._busy -= 1
@@ -233,19 +233,28 @@ class ApiCapture:
         inputs = {id(getattr(a, "grad_fn", None)) for a in args if isinstance(a, self._torch.Tensor)}
         if id(nodes[0]) in inputs:
             return
-        capture = weakref.ref(self)
+        self._node_handles.append(nodes[0].register_hook(_BackwardHook(weakref.ref(self), token)))
 
-        def on_backward(grad_inputs: Any, grad_outputs: Any) -> None:
-            owner = capture()
-            if owner is None or not owner._installed:
-                return
-            owner._busy += 1
-            # autograd runs this hook with the mode still pushed: every attribute the recorder
-            # reads of a gradient would go through the mode's Python handler (10 us each)
-            try:
-                with owner._torch._C.DisableTorchFunction():
-                    owner._recorder.backward(token, grad_outputs, grad_inputs)
-            finally:
-                owner._busy -= 1
 
-        self._node_handles.append(nodes[0].register_hook(on_backward))
+class _BackwardHook:
+    """A ``grad_fn`` hook that reports one dumped call's backward to the recorder (one object, no closure)."""
+
+    __slots__ = ("capture", "token")
+
+    def __init__(self, capture: Any, token: Any) -> None:
+        """Hold the capture weakly (a hook left on a graph keeps no dump alive) and the call's token."""
+        self.capture, self.token = capture, token
+
+    def __call__(self, grad_inputs: Any, grad_outputs: Any) -> None:
+        """Report the gradients into the call's outputs and those it passed to its inputs."""
+        owner = self.capture()
+        if owner is None or not owner._installed:
+            return
+        owner._busy += 1
+        # autograd runs this hook with the mode still pushed: every attribute the recorder
+        # reads of a gradient would go through the mode's Python handler (10 us each)
+        try:
+            with owner._torch._C.DisableTorchFunction():
+                owner._recorder.backward(self.token, grad_outputs, grad_inputs)
+        finally:
+            owner._busy -= 1

@@ -236,7 +236,9 @@ class TorchBackend(Backend):
         if not t.is_cpu:  # two passes, gathered and copied to the host a batch at a time
             return device_stats(t)
         low, high = torch.aminmax(t)
-        return high, low, t.sum() / count, torch.linalg.vector_norm(t)  # sum / count: faster than mean
+        # numbers at once (the CPU has no queue to wait for): four 0-d tensors held until the
+        # writer reads them would live through the step's garbage collections
+        return high.item(), low.item(), t.sum().item() / count, torch.linalg.vector_norm(t).item()
 
     def stats_to_host(self, stats: Sequence[Any]) -> Callable[[], Sequence[Sequence[float | None]]] | None:
         """Gather the statistics of many device tensors with one ``stack`` and one asynchronous copy."""
@@ -270,10 +272,14 @@ class TorchBackend(Backend):
         return max(high, -low)
 
     def tensor_key(self, tensor: Any) -> Any:
-        """Identify the contents: memory, version counter (it moves on every in-place change), layout."""
+        """Identify the contents: memory, version counter (it moves on every in-place change), layout.
+
+        One flat tuple of numbers (shape, -1, strides): Python's garbage collector stops tracking
+        it at once, where a tuple holding ``torch.Size`` would stay tracked for the whole step.
+        """
         if tensor.is_inference():  # no version counter: no way to tell an unchanged tensor
             return None
-        return (tensor.data_ptr(), tensor._version, tensor.shape, tensor.stride(), tensor.dtype)
+        return (tensor.data_ptr(), tensor._version, tensor.dtype, *tensor.shape, -1, *tensor.stride())
 
     def dump_api_names(self) -> Mapping[str, Mapping[str, Any]]:
         """Answer ``ts_dump_api_names``: torch's dumped APIs as neutral operations (a data file)."""
