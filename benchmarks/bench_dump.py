@@ -109,10 +109,32 @@ def _rss_mb() -> float:
     return 0.0
 
 
+class GcClock:
+    """Python's garbage collections while it is on: how many full ones, how many milliseconds, any thread."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.full = 0
+        self._began = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._began
+            self.full += info["generation"] == 2
+
+
 def worker(
-    tool: str, model_name: str, task: str, steps: int, folder: str, device: str = "cpu"
+    tool: str, model_name: str, task: str, steps: int, folder: str, device: str = "cpu", gc_mode: str = "on"
 ) -> dict[str, Any]:
-    """Time plain, dumped and after-stop steps in this interpreter; return the medians."""
+    """Time plain, dumped and after-stop steps in this interpreter; return the medians.
+
+    :param gc_mode: ``on`` (Python's default), or, to see what the garbage collector costs a dumped
+        step, ``freeze`` (every object made before the timing moved out of its reach) or ``off``.
+    """
+    import gc
+
     import torch
     import torch.nn.functional as F
 
@@ -160,7 +182,14 @@ def worker(
         debugger.step()
 
     timed(dumped, 1)  # the first dumped step pays for imports and set-up; not timed
+    if gc_mode == "freeze":
+        gc.freeze()
+    elif gc_mode == "off":
+        gc.disable()
+    clock = GcClock()
+    gc.callbacks.append(clock)
     during = timed(dumped, steps)
+    gc.callbacks.remove(clock)
     dumped_host = statistics.median(host) * 1e3
     after = timed(step, steps)
     result: dict[str, Any] = {
@@ -175,11 +204,18 @@ def worker(
         # the training thread's own CPU time: on a GPU, dumped_host near dumped_ms means the host is the limit
         "plain_host_ms": plain_host,
         "dumped_host_ms": dumped_host,
+        # Python's garbage collections during the dumped steps, whichever thread ran them
+        "gc_ms_per_step": clock.seconds / steps * 1e3,
+        "full_gc_per_step": clock.full / steps,
+        "gc_mode": gc_mode,
     }
     if cuda:
         result["gpu"] = torch.cuda.get_device_name()
     if task == "tensor":
         result.update(_files_and_references(folder))
+    if tool == "tscore":
+        # the writer thread's CPU per dumped step: under the GIL, time the training thread may lose to it
+        result["writer_cpu_ms"] = debugger.totals.get("writer_cpu_seconds", 0.0) / (steps + 1) * 1e3
     if tool == "tscore" and task == "tensor" and debugger.totals["tensor_seconds"] > 0:
         # the writer's own throughput: tensor bytes over the seconds its thread spent writing them
         result["writer_mb_s"] = debugger.totals["tensor_bytes"] / debugger.totals["tensor_seconds"] / 1e6
@@ -282,6 +318,12 @@ def main() -> None:
     )
     parser.add_argument("--json", default=None, help="also write the results here")
     parser.add_argument(
+        "--gc",
+        default="on",
+        choices=("on", "freeze", "off"),
+        help="a worker's garbage collector during the dumped steps: what it costs them (on: as users run)",
+    )
+    parser.add_argument(
         "--tasks",
         nargs="+",
         default=["statistics", "tensor", "overflow_check"],
@@ -290,7 +332,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker:
         tool, model, task, steps, folder = args.worker
-        print(json.dumps(worker(tool, model, task, int(steps), folder, args.device)))
+        print(json.dumps(worker(tool, model, task, int(steps), folder, args.device, args.gc)))
         return
     root = tempfile.mkdtemp(prefix="bench_dump_", dir=".")
     rows = []

@@ -8,7 +8,9 @@ only in the second list). On Python 3.12 and later it profiles every thread at o
 sys.monitoring), so the writer thread's time shows under the training thread's functions: read it
 with that in mind, or use 3.11. ``--kernels`` runs torch's profiler instead and prints the
 operators by device time (CUDA) or CPU time: how much of a dumped step the statistics' reductions
-take on the device. bench_dump.py gives the ratios, this says what to make cheaper.
+take on the device; on CUDA a second table by the host's own time shows the launches and any call
+that waits for the device (``cudaStreamSynchronize``, ``cudaHostAlloc``). bench_dump.py gives the
+ratios, this says what to make cheaper.
 """
 
 from __future__ import annotations
@@ -64,7 +66,10 @@ def main() -> None:
             for _ in range(args.steps):
                 dumped()
         key = "cuda_time_total" if cuda else "self_cpu_time_total"
-        print(found.key_averages().table(sort_by=key, row_limit=args.lines))
+        table = found.key_averages()
+        print(table.table(sort_by=key, row_limit=args.lines))
+        if cuda:  # the host's side: launches, copies, and any call that waits for the device
+            print(table.table(sort_by="self_cpu_time_total", row_limit=args.lines))
         return
     profile = cProfile.Profile()
     profile.enable()
