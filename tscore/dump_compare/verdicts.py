@@ -183,7 +183,7 @@ def _decide(
     ]
     if arguments:
         verdict["status"] = "own"
-        verdict["reason"] = "an argument differs: " + "; ".join(r.message for r in arguments)
+        verdict["reason"] = "an argument differs: " + "; ".join(_argument(r) for r in arguments)
     elif weights:
         verdict["status"] = "weights"
         verdict["reason"] = (
@@ -265,3 +265,9 @@ def judge_in_order(
     verdict = judge_call(pair, rows, indexes, tolerance, saved_error=forward_errors.saved(side, call.name))
     forward_errors.keep(side, call.name, verdict.input_error, verdict.output_error)
     return verdict
+
+
+def _argument(row: Row) -> str:
+    """One differing argument for a verdict: ``eps: 1e-05 vs 0.001`` (the row's message names no argument)."""
+    values = row.message.removeprefix("argument differs: ")
+    return f"{row.path}: {values}" if row.path else values

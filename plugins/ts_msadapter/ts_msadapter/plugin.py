@@ -24,6 +24,7 @@ from tscore.plugin_api import (
     HookHandles,
     LayerInfo,
     ModuleRecorder,
+    array_stats,
     hook_layers,
     map_arrays,
     torch_style_layer_params,
@@ -129,6 +130,28 @@ class MsAdapterBackend(Backend):
             model.train(train)
             with mindtorch.no_grad():
                 return model(*call_args, **call_kwargs)
+
+    def install_api_hooks(self, recorder: Any) -> HookHandles:
+        """Report mindtorch's forward API calls under torch's names (:mod:`ts_msadapter.api_capture`)."""
+        from ts_msadapter.api_capture import ApiCapture
+
+        return ApiCapture(recorder).install()
+
+    def tensor_stats(self, tensor: Any) -> Any:
+        """Max, min, mean and L2 norm of a mindtorch tensor, from a host copy (MindSpore's CPU: no copy)."""
+        return array_stats(self.to_numpy(tensor, copy=False))
+
+    def tensor_device(self, tensor: Any) -> str:
+        """Return MindSpore's device target (``cpu``, ``ascend``), where every tensor of the process lives.
+
+        Not ``Tensor.device``: in PyNative it waits for every queued kernel.
+        """
+        return str(sys.modules["mindspore"].get_context("device_target")).lower()
+
+    def tensor_requires_grad(self, tensor: Any) -> bool | None:
+        """Return ``tensor.requires_grad`` (mindtorch keeps torch's flag)."""
+        found = getattr(tensor, "requires_grad", None)
+        return found if isinstance(found, bool) else None
 
     def seed(self, seed: int, deterministic: bool) -> None:
         """Seed mindtorch's generator (and MindSpore's, which it computes with)."""
