@@ -29,4 +29,7 @@ if [ "${PROFILE_SECONDS:-60}" != 0 ]; then
     timeout "${PROFILE_SECONDS:-60}" python3 benchmarks/profile_dump_step.py --model resnet50 --device cuda \
         --kernels >"$out/kernels_resnet50_cuda.txt" 2>&1
     head -40 "$out/kernels_resnet50_cuda.txt"
+    # the host's side by part and thread: statistics' launches, the records, backward on autograd's thread
+    timeout "${PROFILE_SECONDS:-60}" python3 benchmarks/profile_dump_parts.py --model resnet50 --device cuda \
+        2>&1 | tee "$out/parts_resnet50_cuda.txt"
 fi
