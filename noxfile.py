@@ -147,8 +147,12 @@ MSADAPTER_DEPS = (
 
 @nox.session(python=PYTHON)
 def msadapter(session: nox.Session) -> None:
-    """The MSAdapter backend: mindnlp 0.5.1's mindtorch on MindSpore 2.10, no real torch in the venv."""
-    session.install(*CONSTRAINTS, CORE, "./plugins/ts_msadapter", MS_NUMPY, *MSADAPTER_DEPS)
+    """The MSAdapter backend: mindnlp 0.5.1's mindtorch on MindSpore 2.10, no real torch in the venv.
+
+    ts_mindspore is installed beside it, as a user of both would have them: both claim MindSpore's
+    tensors, and the tests check that the backend that builds on MindSpore answers.
+    """
+    session.install(*CONSTRAINTS, CORE, "./plugins/ts_msadapter", MS_PLUGIN, MS_NUMPY, *MSADAPTER_DEPS)
     session.install("--no-deps", *MSADAPTER_NO_DEPS)
     _pytest(session, "tests/msadapter")
 

@@ -102,6 +102,11 @@ class Backend:
     :cvar checkpoint_suffixes: ``{suffix: kind}`` for those files (``{".pdparams": "pdparams"}``).
     :cvar import_to_seed: whether ``ts.seed_all`` may import the framework to seed it (False for a
         framework whose import changes the process, such as PaddlePaddle's logging set-up).
+    :cvar builds_on: the framework whose objects this one's also are, for a layer over another
+        framework (MSAdapter's torch API over MindSpore: ``"mindspore"``). Where both backends
+        are loaded and claim an object, this one answers first; while this framework is imported,
+        the other's API capture stays out of a dump, which would otherwise record the inner calls
+        of every call this one records.
     """
 
     framework: ClassVar[str] = ""
@@ -110,6 +115,7 @@ class Backend:
     checkpoint_kinds: ClassVar[tuple[str, ...]] = ()
     checkpoint_suffixes: ClassVar[Mapping[str, str]] = {}
     import_to_seed: ClassVar[bool] = True
+    builds_on: ClassVar[str | None] = None
 
     # ------------------------------------------------------------ ownership
 

@@ -56,11 +56,27 @@ class TscorePluginManager(pluggy.PluginManager):
         self.records: dict[str, PluginRecord] = {}
 
     def parse_hookimpl_opts(self, plugin: object, name: str) -> Any:
-        """Register a :class:`Backend`'s hook only when the subclass overrides the methods it needs."""
+        """Register a :class:`Backend`'s hook only when the subclass overrides the methods it needs.
+
+        A backend that builds on another framework (:attr:`Backend.builds_on`) is asked first.
+        """
         opts = super().parse_hookimpl_opts(plugin, name)
-        if opts is not None and isinstance(plugin, Backend) and not plugin.implements(name):
-            return None
+        if opts is not None and isinstance(plugin, Backend):
+            if not plugin.implements(name):
+                return None
+            if plugin.builds_on:
+                opts = {**opts, "tryfirst": True}
         return opts
+
+    def backends(self) -> list[Backend]:
+        """Return the registered backends, those that build on another framework first, then by name."""
+        found = [(name, p) for name, p in self.list_name_plugin() if isinstance(p, Backend)]
+        return [p for _, p in sorted(found, key=lambda item: (not item[1].builds_on, item[0]))]
+
+    def covered_backends(self) -> list[Backend]:
+        """Return the backends that another one, imported now, builds on (their API capture stays out)."""
+        covered = {b.builds_on for b in self.backends() if b.builds_on and b.imported() is not None}
+        return [b for b in self.backends() if b.framework in covered]
 
     def register_plugin(self, plugin: object, name: str | None = None, **origin: Any) -> str:
         """Register ``plugin``, check its hooks against the specs and record it.

@@ -33,7 +33,10 @@ def dump_input() -> np.ndarray:
 
 
 def dump_forward(net: object, folder: Path) -> None:
-    """Dump one forward call of ``net`` on :func:`dump_input` at API level (statistics), without gradients."""
+    """Dump one forward call of ``net`` on :func:`dump_input` at API level (statistics), without gradients.
+
+    Run on real torch here, and on mindtorch by the MSAdapter tests: ``import torch`` is either.
+    """
     import torch
 
     debugger = ts.dump.Debugger(task="statistics", dump_path=str(folder), level="L1")

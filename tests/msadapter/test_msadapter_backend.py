@@ -8,6 +8,7 @@ with real torch, so these tests never import torch before
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -199,16 +200,11 @@ TORCH_DUMP = Path(__file__).resolve().parents[1] / "data" / "torch_smallnet_dump
 
 def _mindtorch_dump(torch, folder: Path, variant: str | None = None) -> Path:
     """Dump one forward call of the source network on mindtorch, with real torch's recorded weights."""
-    from tests.msadapter.make_torch_recording import dump_input
+    from tests.msadapter.make_torch_recording import dump_forward
 
     net = mindtorch_net(torch, variant)
     hook().ts_load_model_state(model=net, params=ts.migrator.load_recorded_network(RECORDING).state)
-    debugger = ts.dump.Debugger(task="statistics", dump_path=str(folder), level="L1")
-    x = torch.tensor(dump_input())
-    debugger.start(net)
-    with torch.no_grad():
-        net(x)
-    debugger.stop()
+    dump_forward(net, folder)  # as the torch dump was made; ``import torch`` there is mindtorch here
     return folder
 
 
@@ -265,19 +261,41 @@ def test_the_api_capture_puts_every_original_back(torch, tmp_path) -> None:
     assert torch.relu is before[(id(mindtorch), "relu")]
 
 
-def test_a_side_that_is_not_mindtorch_or_a_state_of_other_names_is_a_clear_error(torch) -> None:
+def test_auto_conv_2_with_a_network_that_is_not_mindtorch_or_a_state_of_other_names_says_so(torch) -> None:
+    """A MindSpore network (ts_mindspore installed beside) does not keep torch's names: the report says
+    to convert through the weight map; a state whose names the network lacks is an error naming them."""
     import mindspore as ms
 
     side = ts.migrator.load_recorded_network(RECORDING)
-    cell = ms.nn.SequentialCell([ms.nn.Dense(3, 4)])
-    with pytest.raises(ts.errors.UnsupportedObjectError, match=r"ms_net is a mindspore.*Install the plugin"):
-        ts.migrator.NetDifferenceFinder(side, cell, print_level=0, auto_conv_ckpt=2).compare(
-            auto_inputs=INPUTS
-        )
+    cell = ms.nn.SequentialCell([ms.nn.Flatten(), ms.nn.Dense(192, 4)])
+    report = ts.migrator.NetDifferenceFinder(side, cell, print_level=0, auto_conv_ckpt=2).compare(
+        auto_inputs=INPUTS
+    )
+    assert report.labels[1] == "mindspore (CPU)" or report.labels[1].startswith("mindspore")
+    notes = " ".join(report.weights.notes) if report.weights is not None else ""
+    assert "does not keep torch's names as an MSAdapter network does; pass auto_conv_ckpt=1" in notes
     with pytest.raises(KeyError, match=r"no entries named \['features.9.weight'\]"):
         hook().ts_load_model_state(
             model=mindtorch_net(torch), params={"features.9.weight": np.zeros(3, np.float32)}
         )
+
+
+def test_beside_ts_mindspore_mindtorch_s_tensors_and_dump_are_the_msadapter_backend_s(
+    torch, tmp_path
+) -> None:
+    """Both plugins claim MindSpore tensors; the one that builds on MindSpore answers, and a dump
+    records mindtorch's calls only (MindSpore's capture, which would record their insides, stays out)."""
+    from tscore.plugins import get_plugin_manager
+
+    manager = get_plugin_manager()
+    frameworks = {b.framework for b in manager.backends()}
+    assert {"mindspore", "msadapter"} <= frameworks  # nox -s msadapter installs ts_mindspore too
+    assert [b.framework for b in manager.covered_backends()] == ["mindspore"]
+    assert hook().ts_tensor_meta(obj=torch.ones(2)).framework == "msadapter"
+    folder = _mindtorch_dump(torch, tmp_path / "msa")
+    lines = (folder / "step0" / "rank0" / "dump.jsonl").read_text(encoding="utf-8").splitlines()
+    names = [json.loads(line)["name"] for line in lines]
+    assert len(names) == 13 and not any(n.startswith(("Primitive", "Mint")) for n in names)
 
 
 def test_mindtorch_on_mindspore_2_10_tracks_no_gradients_so_the_dump_records_forward_calls_only(

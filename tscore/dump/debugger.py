@@ -148,7 +148,7 @@ class Debugger:
             if native is not None:
                 native.begin_step()  # steps run between two dumped ones are not this step's
             elif self.config.level in ("L1", "mix"):
-                handles += [h for h in hook().ts_install_api_hooks(recorder=recorder) if h is not None]
+                handles += [h for h in _api_hooks()(recorder=recorder) if h is not None]
             if model is not None and native is None:
                 # a compiled network's kernels name their module by scope: no hooks in its graph
                 module_handles = hook().ts_install_module_hooks(model=model, recorder=recorder)
@@ -321,3 +321,16 @@ class Debugger:
             "config": self.config.model_dump(by_alias=True),
             "plugins": get_plugin_manager().loaded_names(),
         }
+
+
+def _api_hooks() -> Any:
+    """Return the ``ts_install_api_hooks`` caller, without the backends that an imported one builds on.
+
+    mindtorch's calls run MindSpore's inside: with both backends installed, only mindtorch's
+    capture records them (:attr:`tscore.backend.Backend.builds_on`).
+    """
+    manager = get_plugin_manager()
+    covered = manager.covered_backends()
+    if not covered:
+        return manager.hook.ts_install_api_hooks
+    return manager.subset_hook_caller("ts_install_api_hooks", remove_plugins=covered)

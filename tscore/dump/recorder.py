@@ -191,15 +191,9 @@ class _Dispatch:
         cls = type(value)
         if cls in self._by_type:
             return self._by_type[cls]
-        from tscore.backend import Backend
-
         ops: TensorOps | None = None
-        for plugin in get_plugin_manager().get_plugins():
-            if (
-                isinstance(plugin, Backend)
-                and plugin.implements("ts_tensor_stats")
-                and plugin.owns_tensor(value)
-            ):
+        for plugin in get_plugin_manager().backends():  # one that builds on another framework first
+            if plugin.implements("ts_tensor_stats") and plugin.owns_tensor(value):
                 ops = TensorOps(plugin)
                 self.frameworks.add(plugin.framework)
                 break

@@ -57,6 +57,7 @@ class MsAdapterBackend(Backend):
     module = "mindtorch"
     distribution = "mindnlp"
     import_to_seed = False  # mindtorch imports only after ts_msadapter.enable() on MindSpore 2.10
+    builds_on = "mindspore"  # its tensors are MindSpore's: beside ts_mindspore, this backend answers first
 
     def _mindtorch(self) -> Any:
         return sys.modules["mindtorch"]
