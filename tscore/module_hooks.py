@@ -148,50 +148,45 @@ def hook_layers(
     returning a handle with ``remove()`` (torch modules and MindSpore cells
     both do). If a registration fails, the hooks added so far are removed.
     """
-    hooks = _LayerHooks(recorder)
     try:
         for path, layer in layers:
-            before, after = hooks.pair(path, layer)
-            handles.add_handle(layer.register_forward_pre_hook(before, with_kwargs=True))
-            handles.add_handle(layer.register_forward_hook(after, with_kwargs=True))
+            handles.add_handle(layer.register_forward_pre_hook(_Enter(recorder, path), with_kwargs=True))
+            handles.add_handle(layer.register_forward_hook(_Leave(recorder, path), with_kwargs=True))
     except BaseException:
         handles.remove()
         raise
     return handles
 
 
-class _LayerHooks:
-    """The forward pre-hook and hook of every layer of one model, as one pair of methods.
+class _Enter:
+    """A layer's forward pre-hook: one small object, not a closure with its cells.
 
-    One pair, the layer's path looked up by the layer: a pair of closures per layer would be
-    objects that live through every step, more for Python's full garbage collections to go over.
+    Copying a hooked network (``copy.deepcopy`` for an EMA model, ``nn.DataParallel``'s replicas)
+    copies its hooks: these stay themselves, so the copy reports under the same path and the
+    recorder is never copied.
     """
 
-    def __init__(self, recorder: ModuleRecorder) -> None:
-        """Report to ``recorder``; no layer known yet."""
-        self.recorder = recorder
-        self.paths: dict[int, str] = {}
-        self.shared = (self.before, self.after)
+    __slots__ = ("path", "recorder")
 
-    def pair(self, path: str, layer: Any) -> tuple[Callable[..., None], Callable[..., None]]:
-        """Return the hooks for ``layer`` at ``path``: the shared pair, or closures for a second path."""
-        if id(layer) not in self.paths:
-            self.paths[id(layer)] = path
-            return self.shared
-        recorder = self.recorder
+    def __init__(self, recorder: ModuleRecorder, path: str) -> None:
+        self.recorder, self.path = recorder, path
 
-        def before(obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-            recorder.enter(path, obj, args, kwargs)
+    def __call__(self, layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.recorder.enter(self.path, layer, args, kwargs)
 
-        def after(obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
-            recorder.leave(path, obj, output)
+    def __copy__(self) -> _Enter:
+        return self
 
-        return before, after
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Enter:
+        return self
 
-    def before(self, layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        """Open the layer's call."""
-        self.recorder.enter(self.paths[id(layer)], layer, args, kwargs)
 
-    def after(self, layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
-        """Close the layer's call."""
-        self.recorder.leave(self.paths[id(layer)], layer, output)
+class _Leave(_Enter):
+    """A layer's forward hook (see :class:`_Enter`)."""
+
+    __slots__ = ()
+
+    def __call__(  # type: ignore[override]
+        self, layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
+    ) -> None:
+        self.recorder.leave(self.path, layer, output)

@@ -106,7 +106,7 @@ def test_the_tracking_recorder_keeps_no_values() -> None:
 
 
 def test_module_hooks_report_each_path_of_a_layer_listed_twice_and_all_come_off() -> None:
-    """One pair of hooks serves every layer; a layer a framework lists under two paths gets its own."""
+    """A layer a framework lists under two paths is reported under each; removal takes every hook off."""
     from tscore.module_hooks import HookHandles, hook_layers
 
     class Paths:
@@ -128,6 +128,26 @@ def test_module_hooks_report_each_path_of_a_layer_listed_twice_and_all_come_off(
     handles.remove()
     shared(torch.ones(2))
     assert recorder.entered == ["a", "b"] and not shared._forward_pre_hooks and not shared._forward_hooks
+
+
+def test_a_network_copied_while_it_is_dumped_runs_and_reports_under_the_same_paths(tmp_path) -> None:
+    """An EMA copy (``copy.deepcopy``) or a DataParallel replica made inside a dumped step carries the
+    hooks: the copy runs, reports its layers under their paths, and the recorder is not copied."""
+    import copy
+
+    import tscore as ts
+
+    model = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    debugger = ts.dump.Debugger(task="statistics", dump_path=str(tmp_path), level="mix")
+    debugger.start(model)
+    twin = copy.deepcopy(model)
+    replica = model._replicate_for_data_parallel()
+    twin(torch.ones(1, 2))
+    replica(torch.ones(1, 2))
+    recorder = debugger.recorder
+    debugger.stop()
+    assert recorder._module_calls == {"": 2, "0": 2, "1": 2}
+    assert not twin._forward_hooks or all(h.recorder is recorder for h in twin._forward_hooks.values())
 
 
 def test_a_stand_in_torch_from_mindtorch_leaves_its_objects_to_the_msadapter_backend(monkeypatch) -> None:

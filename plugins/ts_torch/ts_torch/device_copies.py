@@ -88,13 +88,16 @@ def stats_to_host(stats: Sequence[Any]) -> Callable[[], Rows] | None:
     torch = sys.modules.get("torch")
     if torch is None or not stats or any(type(s) is not DeviceStats for s in stats):
         return None
-    by_device: dict[Any, list[int]] = {}
+    # each object's tensors read once: a batch staged on the training thread drops them (row first),
+    # while the writer's thread may read one left behind by a failed batch
+    by_device: dict[Any, list[tuple[int, tuple[Any, Any, Any, Any]]]] = {}
     for index, found in enumerate(stats):
-        if found.row is None:
-            by_device.setdefault(found.high.device, []).append(index)
-    for indexes in by_device.values():
-        read = _once(_one_device(torch, [stats[i] for i in indexes]))
-        for place, index in enumerate(indexes):
+        values = (found.high, found.low, found.mean, found.var)
+        if found.row is None and values[0] is not None:
+            by_device.setdefault(values[0].device, []).append((index, values))
+    for group in by_device.values():
+        read = _once(_one_device(torch, [v for _, v in group], [stats[i].count for i, _ in group]))
+        for place, (index, _) in enumerate(group):
             found = stats[index]
             found.row = (read, place)
             found.high = found.low = found.mean = found.var = None
@@ -120,12 +123,13 @@ def _once(read: Callable[[], Rows]) -> Callable[[], Rows]:
     return rows
 
 
-def _one_device(torch: Any, stats: Sequence[DeviceStats]) -> Callable[[], Rows]:
-    """Gather one device's statistics and start their copy; return what waits for it."""
-    device = stats[0].high.device
-    counts = [s.count for s in stats]
+def _one_device(
+    torch: Any, values: Sequence[tuple[Any, Any, Any, Any]], counts: Sequence[int]
+) -> Callable[[], Rows]:
+    """Gather one device's statistics (max, min, mean, variance each), start their copy; return the wait."""
+    device = values[0][0].device
     with torch._C.DisableTorchFunction():
-        flat = torch.stack([v for s in stats for v in (s.high, s.low, s.mean, s.var)])
+        flat = torch.stack([v for four in values for v in four])
         if device.type != "cuda":
 
             def read_now() -> Rows:

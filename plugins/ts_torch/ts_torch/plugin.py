@@ -213,7 +213,7 @@ class TorchBackend(Backend):
         return ApiCapture(recorder).install()
 
     def tensor_stats(self, tensor: Any) -> Any:
-        """Max, min, mean and L2 norm as four 0-d tensors on the tensor's device (None when empty).
+        """Max, min, mean and L2 norm (None when empty): four floats on the CPU, else left on the device.
 
         Three reductions (``aminmax``, ``sum``, ``vector_norm``) on the CPU; on any other
         device two (``aminmax``, ``var_mean``: :mod:`ts_torch.device_copies`), which
