@@ -22,6 +22,8 @@ nothing else of tscore (a test checks the import graph):
   :func:`torch_style_named_layers`, :func:`torch_style_layer_params`,
   :func:`torch_style_kind` and :func:`torch_style_config` (the layers of any
   backend with torch's module API, given its ``nn`` namespace),
+  :data:`TORCH_STYLE_NOT_COMPUTING` (the tensor methods of torch's API that an
+  API dump leaves out),
   :func:`neutral_dtype` and :data:`NEUTRAL_DTYPES`, :func:`restricted_unpickle`
   (read a pickle that may hold only arrays and plain data).
 
@@ -56,6 +58,7 @@ from tscore.run_settings import RunSetting
 from tscore.runtime import Runtime
 from tscore.structures import map_arrays
 from tscore.tensor_meta import FrameworkInfo, ModelInfo, TensorMeta
+from tscore.torch_style_api import TORCH_STYLE_NOT_COMPUTING
 from tscore.torch_style_layers import (
     TORCH_STYLE_KINDS,
     torch_style_config,
@@ -98,6 +101,7 @@ __all__ = [
     "map_arrays",
     "neutral_dtype",
     "restricted_unpickle",
+    "TORCH_STYLE_NOT_COMPUTING",
     "torch_style_config",
     "torch_style_kind",
     "torch_style_layer_params",

@@ -75,8 +75,9 @@ class TscorePluginManager(pluggy.PluginManager):
 
     def covered_backends(self) -> list[Backend]:
         """Return the backends that another one, imported now, builds on (their API capture stays out)."""
-        covered = {b.builds_on for b in self.backends() if b.builds_on and b.imported() is not None}
-        return [b for b in self.backends() if b.framework in covered]
+        backends = self.backends()
+        covered = {b.builds_on for b in backends if b.builds_on and b.imported() is not None}
+        return [b for b in backends if b.framework in covered]
 
     def register_plugin(self, plugin: object, name: str | None = None, **origin: Any) -> str:
         """Register ``plugin``, check its hooks against the specs and record it.

@@ -35,49 +35,10 @@ import types
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from tscore.plugin_api import HookHandles, read_package_json
+from tscore.plugin_api import TORCH_STYLE_NOT_COMPUTING, HookHandles, read_package_json
 
 log = logging.getLogger(__name__)
 
-# Tensor methods that describe a tensor or hand it to Python rather than compute (the torch plugin skips them)
-NOT_COMPUTING = frozenset(
-    {
-        "size",
-        "dim",
-        "numel",
-        "nelement",
-        "ndimension",
-        "element_size",
-        "stride",
-        "storage_offset",
-        "is_contiguous",
-        "is_floating_point",
-        "is_complex",
-        "is_signed",
-        "data_ptr",
-        "tolist",
-        "item",
-        "numpy",
-        "asnumpy",
-        "type",
-        "get_device",
-        "register_hook",
-        "retain_grad",
-        "requires_grad_",
-        "backward",
-        "untyped_storage",
-        "storage",
-        "pin_memory",
-        "share_memory_",
-        "new_empty",
-        "dim_order",
-        "is_pinned",
-        "is_shared",
-        "has_names",
-        "is_leaf",
-        "is_inference",
-    }
-)
 # Tensor operators under the names torch's __torch_function__ reports them with (read off real torch)
 OPERATOR_NAMES = {
     "__add__": "add",
@@ -151,6 +112,19 @@ class Arranger:
         return tuple(values[n] for n in self.positional), {n: values[n] for n in self.keyword}
 
 
+@functools.lru_cache(maxsize=1024)
+def arranger(api: str, function: Callable[..., Any]) -> Arranger | None:
+    """Return how to arrange a call of mindtorch's ``function`` (torch's ``api``); made once per function."""
+    convention = torch_conventions().get(api)
+    if convention is None:
+        return None
+    try:
+        return Arranger(function, convention)
+    except (TypeError, ValueError) as exc:  # mindtorch's signature differs: recorded as called
+        log.debug("mindtorch's %s is recorded as called: %s", api, exc)
+        return None
+
+
 def _functions(namespace: Any, owner: str) -> Iterator[tuple[str, Any]]:
     """Yield the public plain functions of a module whose code lives in ``owner`` (a module prefix)."""
     for name, value in list(vars(namespace).items()):
@@ -169,23 +143,13 @@ class ApiCapture:
         self._busy = 0
         self._saved: list[tuple[Any, str, Any]] = []  # (owner, attribute, original)
 
-    def _arranger(self, api: str, function: Callable[..., Any]) -> Arranger | None:
-        convention = torch_conventions().get(api)
-        if convention is None:
-            return None
-        try:
-            return Arranger(function, convention)
-        except (TypeError, ValueError) as exc:  # mindtorch's signature differs: recorded as called
-            log.debug("mindtorch's %s is recorded as called: %s", api, exc)
-            return None
-
     def targets(self) -> list[tuple[str, str, Any, str, Any]]:
         """List ``(prefix, api, owner, attribute, original)`` for every function and method to wrap."""
         mindtorch = sys.modules["mindtorch"]
         functional = sys.modules.get("mindtorch.nn.functional") or mindtorch.nn.functional
         found: list[tuple[str, str, Any, str, Any]] = []
         for name, value in _functions(mindtorch, _OPS_MODULES):
-            if name not in NOT_COMPUTING:
+            if name not in TORCH_STYLE_NOT_COMPUTING:
                 found.append(("Torch", name, mindtorch, name, value))
         for name, value in _functions(functional, "mindtorch.nn.functional"):
             found.append(("Functional", name, functional, name, value))
@@ -196,7 +160,7 @@ class ApiCapture:
             if not str(getattr(value, "__qualname__", "")).startswith(_TENSOR_OWNER):
                 continue
             api = OPERATOR_NAMES.get(name, None if name.startswith("_") else name)
-            if api is not None and api not in NOT_COMPUTING:
+            if api is not None and api not in TORCH_STYLE_NOT_COMPUTING:
                 found.append(("Tensor", api, tensor, name, value))
         return found
 
@@ -204,7 +168,7 @@ class ApiCapture:
         """Replace every target with its wrapper; the handles put the originals back."""
         try:
             for prefix, api, owner, attribute, original in self.targets():
-                arrange = self._arranger(api, original) if prefix == "Functional" else None
+                arrange = arranger(api, original) if prefix == "Functional" else None
                 setattr(owner, attribute, self._wrapper(prefix, api, original, arrange))
                 self._saved.append((owner, attribute, original))
         except BaseException:
@@ -223,13 +187,10 @@ class ApiCapture:
     ) -> Callable[..., Any]:
         capture = self
 
+        @functools.wraps(original)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             return capture.call(prefix, api, original, args, kwargs, arrange)
 
-        wrapper.__wrapped__ = original  # type: ignore[attr-defined]
-        wrapper.__name__ = getattr(original, "__name__", api)
-        wrapper.__qualname__ = getattr(original, "__qualname__", api)
-        wrapper.__doc__ = getattr(original, "__doc__", None)
         return wrapper
 
     def call(

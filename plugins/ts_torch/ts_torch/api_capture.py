@@ -20,79 +20,8 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tscore.plugin_api import HookHandles
+from tscore.plugin_api import TORCH_STYLE_NOT_COMPUTING, HookHandles
 
-# Tensor methods that describe a tensor or hand it to Python rather than compute: not API calls to dump.
-_NOT_COMPUTING = frozenset(
-    {
-        "size",
-        "dim",
-        "numel",
-        "__len__",
-        "__repr__",
-        "__format__",
-        "__str__",
-        "__hash__",
-        "data_ptr",
-        "is_contiguous",
-        "element_size",
-        "stride",
-        "storage_offset",
-        "tolist",
-        "item",
-        "__bool__",
-        "__index__",
-        "__int__",
-        "__float__",
-        "__complex__",
-        "register_hook",
-        "register_post_accumulate_grad_hook",
-        "requires_grad_",
-        "retain_grad",
-        "backward",
-        "__iter__",
-        "__reduce_ex__",
-        "__deepcopy__",
-        "__setstate__",
-        "__getstate__",
-        "dim_order",
-        "is_floating_point",
-        "is_complex",
-        "get_device",
-        "type",
-        "__array__",
-        "numpy",
-        "untyped_storage",
-        "_typed_storage",
-        "storage",
-        "__contains__",
-        "__dlpack__",
-        "__dlpack_device__",
-        "has_names",
-        "as_subclass",
-        "is_leaf",
-        "nelement",
-        "ndimension",
-        "__reversed__",
-        "is_set_to",
-        "is_shared",
-        "is_pinned",
-        "is_inference",
-        "__array_wrap__",
-        "_is_view",
-        "_version",
-        "__torch_function__",
-        "__get__",
-        "__set__",
-        "__delete__",
-        "__eq_nomem__",
-        "new_empty",
-        "is_nonzero",
-        "__sizeof__",
-        "share_memory_",
-        "pin_memory",
-    }
-)
 # torch functions of torch._VF (recurrent kernels), which ptdbg prefixes VF rather than Torch
 _VF_NAMES = frozenset(
     {"lstm", "gru", "rnn_tanh", "rnn_relu", "lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"}
@@ -110,7 +39,7 @@ def api_name(func: Callable[..., Any]) -> tuple[str, str] | None:
     """Name a function as ptdbg does: ``("Functional", "conv2d")``, ``("Tensor", "add")``; None if no API."""
     qualname = getattr(func, "__qualname__", "") or ""
     name = getattr(func, "__name__", "") or qualname.rpartition(".")[2]
-    if not name or name in _NOT_COMPUTING or (name.startswith("_") and not name.startswith("__")):
+    if not name or name in TORCH_STYLE_NOT_COMPUTING or (name.startswith("_") and not name.startswith("__")):
         return None
     owner = qualname.rpartition(".")[0]
     module = getattr(func, "__module__", None) or ""

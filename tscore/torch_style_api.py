@@ -1,0 +1,83 @@
+"""The tensor methods of torch's API that describe a tensor or hand it to Python rather than compute.
+
+An API dump records every computing call of a torch-API framework (torch itself, and
+torch-API layers over other frameworks such as mindnlp's ``mindtorch``) and leaves these
+out, as ptdbg and msprobe do: reading a tensor's size, moving it to numpy or registering a
+hook is no API call to compare. One list for every backend that captures torch's API, so
+that their dumps leave out the same calls and pair by name.
+"""
+
+from __future__ import annotations
+
+TORCH_STYLE_NOT_COMPUTING = frozenset(
+    {
+        "size",
+        "dim",
+        "numel",
+        "__len__",
+        "__repr__",
+        "__format__",
+        "__str__",
+        "__hash__",
+        "data_ptr",
+        "is_contiguous",
+        "element_size",
+        "stride",
+        "storage_offset",
+        "tolist",
+        "item",
+        "__bool__",
+        "__index__",
+        "__int__",
+        "__float__",
+        "__complex__",
+        "register_hook",
+        "register_post_accumulate_grad_hook",
+        "requires_grad_",
+        "retain_grad",
+        "backward",
+        "__iter__",
+        "__reduce_ex__",
+        "__deepcopy__",
+        "__setstate__",
+        "__getstate__",
+        "dim_order",
+        "is_floating_point",
+        "is_complex",
+        "get_device",
+        "type",
+        "__array__",
+        "numpy",
+        "untyped_storage",
+        "_typed_storage",
+        "storage",
+        "__contains__",
+        "__dlpack__",
+        "__dlpack_device__",
+        "has_names",
+        "as_subclass",
+        "is_leaf",
+        "nelement",
+        "ndimension",
+        "__reversed__",
+        "is_set_to",
+        "is_shared",
+        "is_pinned",
+        "is_inference",
+        "__array_wrap__",
+        "_is_view",
+        "_version",
+        "__torch_function__",
+        "__get__",
+        "__set__",
+        "__delete__",
+        "__eq_nomem__",
+        "new_empty",
+        "is_nonzero",
+        "__sizeof__",
+        "share_memory_",
+        "pin_memory",
+        "asnumpy",
+        "is_signed",
+    }
+)
