@@ -115,3 +115,28 @@ def test_reading_whether_a_parameter_takes_gradients_does_not_wait_for_the_pipel
     (record,) = records(tmp_path).values()
     assert record["inputs"][1]["requires_grad"] is True
     assert waits == []
+
+
+def test_a_tensor_unreadable_at_the_hand_over_gives_its_entry_an_error_and_the_rest_their_numbers() -> None:
+    from ts_mindspore.host_stats import PendingReads
+    from tscore.device_transfers import StagedEntry, StagedStats
+    from tscore.dump.recorder import finish_record
+
+    def to_numpy(tensor):
+        if tensor is None:
+            raise RuntimeError("device memory gone")
+        return tensor
+
+    reads = PendingReads(to_numpy)
+    good, bad = reads.defer(np.array([1.0, -3.0], np.float32)), reads.defer(None)
+    wait = reads.to_host([good, bad])
+    staged = StagedStats(wait)
+    record = {
+        "outputs": [
+            {"name": "a", "stats": StagedEntry(staged, 0)},
+            {"name": "b", "stats": StagedEntry(staged, 1)},
+        ]
+    }
+    first, second = finish_record(record)["outputs"]
+    assert (first["max"], first["min"], first["mean"]) == (1.0, -3.0, -1.0)
+    assert second["error"] == "RuntimeError: device memory gone" and "max" not in second

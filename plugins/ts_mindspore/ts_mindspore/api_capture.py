@@ -386,7 +386,7 @@ class ApiCapture:
 
         def __call__(primitive: Any, *args: Any, **kwargs: Any) -> Any:
             name = type(primitive).__name__
-            if capture._reads is not None and capture._reads._unread and primitive_writes(primitive):
+            if capture._reads is not None and capture._reads.waiting and primitive_writes(primitive):
                 capture.read_pending()
             if capture._busy or capture._recorder.busy:
                 return original(primitive, *args, **kwargs)

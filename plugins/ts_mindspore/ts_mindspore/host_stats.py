@@ -42,17 +42,22 @@ class PendingStats:
     def __init__(self, tensor: Any) -> None:
         """Hold ``tensor`` (strongly: until read, the dump needs its values) with no row yet."""
         self.tensor: Any = tensor
-        self.row: Row | None = None
+        self.row: Row | Exception | None = None
 
-    def read(self, to_numpy: Callable[[Any], Any]) -> Row:
-        """Read the statistics once (waiting for the kernel that makes the tensor) and drop the tensor."""
+    def read(self, to_numpy: Callable[[Any], Any]) -> Row | Exception:
+        """Read the statistics once (waiting for the kernel that makes the tensor) and drop the tensor.
+
+        A tensor that cannot be read gives its exception as the row: that entry's record says
+        so (``error``), and the training goes on.
+        """
         if self.row is None:
             tensor, self.tensor = self.tensor, None
             try:
                 found = array_stats(to_numpy(tensor))
-            except Exception as exc:  # a dump never stops the training: the entry has no statistics
-                log.warning("dump: statistics of a %s tensor not read: %s", type(tensor).__name__, exc)
-                found = None
+            except Exception as exc:
+                log.debug("dump: statistics of a %s tensor not read: %s", type(tensor).__name__, exc)
+                self.row = exc
+                return exc
             self.row = _NO_ROW if found is None else found
         return self.row
 
@@ -71,6 +76,11 @@ class PendingReads:
         """Whether statistics may be left for the hand-over (an API capture is installed)."""
         return self.captures > 0
 
+    @property
+    def waiting(self) -> bool:
+        """Whether any statistic waits to be read."""
+        return bool(self._unread)
+
     def defer(self, tensor: Any) -> PendingStats:
         """Return the pending statistics of ``tensor``, read at the next :meth:`read_all`."""
         pending = PendingStats(tensor)
@@ -83,7 +93,7 @@ class PendingReads:
         for pending in unread:
             pending.read(self._to_numpy)
 
-    def to_host(self, stats: Sequence[Any]) -> Callable[[], list[Row]] | None:
+    def to_host(self, stats: Sequence[Any]) -> Callable[[], list[Row | Exception]] | None:
         """Answer ``ts_stats_to_host`` for a batch of :class:`PendingStats`; None for anything else."""
         if not stats or any(type(item) is not PendingStats for item in stats):
             return None
