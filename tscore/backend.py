@@ -81,6 +81,7 @@ HOOK_METHODS: dict[str, tuple[str | tuple[str, ...], ...]] = {
     "ts_copy_to_host": ("tensor_types", "copy_to_host"),
     "ts_run_settings": ("run_settings",),
     "ts_tensor_abs_max": ("tensor_types", "tensor_abs_max"),
+    "ts_tensor_finite_probe": ("tensor_types", "tensor_finite_probe"),
     "ts_tensor_requires_grad": ("tensor_types", "tensor_requires_grad"),
     "ts_device_overflow": ("device_overflow",),
     "ts_kernel_dump": ("kernel_dump",),
@@ -282,6 +283,10 @@ class Backend:
 
     def tensor_abs_max(self, tensor: Any) -> Any:
         """Answer ``ts_tensor_abs_max``: the largest |x| on the tensor's device (NaN, inf when present)."""
+        raise NotImplementedError
+
+    def tensor_finite_probe(self, tensor: Any) -> Any:
+        """Answer ``ts_tensor_finite_probe``: a number that is finite when every element is (a sum)."""
         raise NotImplementedError
 
     def tensor_requires_grad(self, tensor: Any) -> bool | None:
@@ -511,6 +516,11 @@ class Backend:
     def ts_tensor_abs_max(self, tensor: object) -> Any:
         """Give the largest magnitude of one of your floating tensors, for the overflow check."""
         return self.tensor_abs_max(tensor) if self.owns_tensor(tensor) else None
+
+    @hookimpl
+    def ts_tensor_finite_probe(self, tensor: object) -> Any:
+        """Give a number that is finite when every element of one of your tensors is (the overflow check)."""
+        return self.tensor_finite_probe(tensor) if self.owns_tensor(tensor) else None
 
     @hookimpl
     def ts_current_rank(self) -> int | None:

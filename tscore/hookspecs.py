@@ -553,6 +553,23 @@ def ts_tensor_abs_max(tensor: object) -> object | None:
 
 
 @hookspec(firstresult=True)
+def ts_tensor_finite_probe(tensor: object) -> object | None:
+    """Return one number, computed on the tensor's device, that is finite when every element is.
+
+    The overflow check's first look at a float32 or float64 output, cheaper than
+    ``ts_tensor_abs_max`` (a sum is one vectorised pass; a max and a min are two
+    comparisons an element): the sum, in the tensor's own dtype or wider. inf
+    and NaN carry through a sum, so never return a finite number for a tensor
+    that holds one; a sum of finite values may overflow to inf, and the check
+    then asks ``ts_tensor_abs_max`` before it calls anything an overflow.
+    ``firstresult``: return ``None`` for tensors that are not yours and for
+    every dtype you do not answer (half types: their near misses need the
+    largest magnitude, so the check asks ``ts_tensor_abs_max`` for them).
+    torch's answer: ``torch.sum`` read with ``float()``.
+    """
+
+
+@hookspec(firstresult=True)
 def ts_device_overflow() -> bool | None:
     """Say whether your device's floating-point overflow flag was raised since the last ask, and lower it.
 

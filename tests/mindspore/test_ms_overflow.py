@@ -67,3 +67,14 @@ def test_a_finite_run_has_no_overflow_and_the_same_output(tmp_path) -> None:
         checked = net(x()).asnumpy()
     np.testing.assert_array_equal(plain, checked)
     assert debugger.overflows[0].first_own is None and debugger.overflows[0].events == []
+
+
+def test_float32_values_whose_sum_overflows_are_no_overflow_and_a_real_inf_still_is(tmp_path) -> None:
+    from mindspore import ops
+
+    big = Tensor(np.full((8,), 3.0e38, np.float32))  # finite values whose float32 sum is inf: the probe's
+    with ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path), overflow_nums=-1) as debugger:
+        ops.mul(big, 1.0)  # finite: confirmed by the largest magnitude, not called an overflow
+        ops.mul(big, 2.0)  # inf
+    events = [(e.call, e.kind, e.outputs) for e in debugger.overflows[0].events]
+    assert events == [("Functional.mul.1.forward", "own", {"Functional_mul_1_forward_output": "inf"})]

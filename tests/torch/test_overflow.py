@@ -269,3 +269,17 @@ def test_calls_that_only_move_values_are_not_looked_at_and_attribution_holds(tmp
         torch.exp(z)  # computes with inf: passed on
     events = [(e.call, e.kind) for e in debugger.overflows[0].events]
     assert events == [("Torch.mul.0.forward", "own"), ("Torch.exp.0.forward", "passed_on")]
+
+
+def test_float32_values_whose_sum_overflows_are_no_overflow_and_a_real_inf_still_is(tmp_path) -> None:
+    big = torch.full((8,), 3.0e38)  # finite float32 values whose sum is beyond float32: the cheap probe's inf
+    assert not torch.isfinite(big.sum()) and torch.isfinite(big).all()
+    with ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path), overflow_nums=-1) as debugger:
+        torch.mul(big, 1.0)  # finite: confirmed by the largest magnitude, not called an overflow
+        torch.mul(big, 2.0)  # inf
+        torch.sub(big, big).div(0.0)  # 0/0: NaN
+    events = [(e.call, e.kind, e.outputs) for e in debugger.overflows[0].events]
+    assert events == [
+        ("Torch.mul.1.forward", "own", {"Torch_mul_1_forward_output": "inf"}),
+        ("Tensor.div.0.forward", "own", {"Tensor_div_0_forward_output": "nan"}),
+    ]

@@ -2,9 +2,11 @@
 
 With ``task="overflow_check"`` (``ts.dump.Debugger``, or ptdbg's
 ``register_hook(model, overflow_check)``) the recorder asks the backend, after
-each API call and each backward, for the largest magnitude of every floating
-output (``ts_tensor_abs_max``: one reduction on the tensor's device, one
-number back). Nothing else is computed while the values stay finite.
+each API call and each backward, for one number per floating output, computed
+on the tensor's device: a sum for float32 and float64 (``ts_tensor_finite_probe``,
+finite exactly when no inf or NaN is there, unless the sum itself overflowed),
+the largest magnitude for half types and for a sum that was not finite
+(``ts_tensor_abs_max``). Nothing else is computed while the values stay finite.
 
 When an output holds inf or NaN, the inputs are looked at too. A call whose
 inputs were finite made the overflow itself (``own``); one whose inputs
@@ -280,7 +282,11 @@ class OverflowRecorder(DumpRecorder):
     def _magnitudes(
         self, call: str, side: str, leaves: Leaves
     ) -> tuple[dict[str, str], list[tuple[str, Any, Any, float]]]:
-        """Return the non-finite tensors by name, and every floating tensor with its largest magnitude."""
+        """Return the non-finite tensors by name, and every floating tensor with a finite-or-not number.
+
+        The number is the backend's cheap probe (a sum) where it answers and the sum is finite, else
+        the largest magnitude (half types, whose near misses need it, and sums that overflowed).
+        """
         bad: dict[str, str] = {}
         seen: list[tuple[str, Any, Any, float]] = []
         self.busy += 1
@@ -290,7 +296,9 @@ class OverflowRecorder(DumpRecorder):
                 if ops is None:
                     continue
                 try:
-                    largest = ops.abs_max(value)
+                    largest = ops.finite_probe(value)
+                    if largest is None or not math.isfinite(largest):
+                        largest = ops.abs_max(value)
                 except Exception as exc:  # a meta or sparse tensor: nothing to look at, the step goes on
                     log.debug("overflow check skips %s: %s", tensor_name(call, side, path), exc)
                     continue

@@ -89,6 +89,7 @@ class TensorOps:
         self._backend = backend
         self._dtypes: dict[str, str] = {}
         self._abs_max = backend is not None and backend.implements("ts_tensor_abs_max")
+        self._probe = backend is None or backend.implements("ts_tensor_finite_probe")
         self._host_copy = backend is None or backend.implements("ts_copy_to_host")
         self._key = backend is not None and backend.implements("ts_tensor_key")  # else: none, write each
         self.framework = "" if backend is None else str(backend.framework)
@@ -164,6 +165,20 @@ class TensorOps:
                 return max(high, -low) if high == high and low == low else math.nan
         else:
             found = self._backend.tensor_abs_max(tensor)
+        return None if found is None else float(found)
+
+    def finite_probe(self, tensor: Any) -> float | None:
+        """Return a number that is finite when every element is (a sum on the device); None: not answered.
+
+        The overflow check's cheap first look; it asks :meth:`abs_max` when this is None or not
+        finite (a sum of finite values may overflow).
+        """
+        if not self._probe:
+            return None
+        if self._backend is None:
+            found = hook().ts_tensor_finite_probe(tensor=tensor)
+        else:
+            found = self._backend.tensor_finite_probe(tensor)
         return None if found is None else float(found)
 
     def requires_grad(self, tensor: Any) -> bool | None:

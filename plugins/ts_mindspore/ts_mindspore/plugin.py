@@ -302,6 +302,18 @@ class MindSporeBackend(Backend):
             nan = ms.ops.fill(tensor.dtype, (), float("nan"))
             return ms.ops.select(ms.ops.isnan(tensor).any(), nan, largest)
 
+    def tensor_finite_probe(self, tensor: Any) -> Any:
+        """Return the sum of a float32 or float64 CPU tensor (numpy, host memory); None elsewhere.
+
+        On a device, and for other dtypes, the check asks :meth:`tensor_abs_max` instead.
+        """
+        import mindspore as ms
+
+        if tensor.dtype not in (ms.float32, ms.float64) or tensor.size == 0 or self._device_target() != "CPU":
+            return None
+        with np.errstate(all="ignore"):  # a sum that overflows is inf: the check then asks abs max
+            return float(self.to_numpy(tensor, False).sum())
+
     def tensor_key(self, tensor: Any) -> Any:
         """None: MindSpore keeps no counter that moves when a tensor is changed in place."""
         return None
