@@ -242,6 +242,15 @@ class OverflowRecorder(DumpRecorder):
 
     # ------------------------------------------------------------ the recorder's events
 
+    def begin(
+        self, prefix: str, api: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    ) -> CallToken | None:
+        """Count every call; follow only those that can overflow (no token, no backward hook for the rest)."""
+        if api in CANNOT_OVERFLOW or api in UNINITIALIZED:
+            self.count(prefix, api)
+            return None
+        return super().begin(prefix, api, args, kwargs)
+
     def _keep_inputs(self, token: CallToken, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
         """Hold the arguments (no work, no copy): they are looked at only if the outputs overflow."""
         token.held = (args, kwargs)
@@ -249,8 +258,7 @@ class OverflowRecorder(DumpRecorder):
     def end(self, token: CallToken, output: Any) -> None:
         """Look at a call's outputs; record it when they hold inf or NaN."""
         held, token.held = token.held, None
-        api = token.name.api
-        if not token.record or not self.active or api in CANNOT_OVERFLOW or api in UNINITIALIZED:
+        if not token.record or not self.active:
             return
         args, kwargs = held if held is not None else ((), {})
         call = token.name.ptdbg
@@ -263,7 +271,7 @@ class OverflowRecorder(DumpRecorder):
 
     def backward(self, token: CallToken, grad_outputs: Any, grad_inputs: Any) -> None:
         """Look at the gradients a backward passed on (its inputs: the gradients into the call's outputs)."""
-        if not self.active or token.name.api in CANNOT_OVERFLOW:
+        if not self.active:
             return
         name = CallName(token.name.prefix, token.name.api, token.name.index, "backward")
         if not self._direction_wanted("backward") or not self._filter.wants(name):

@@ -386,10 +386,7 @@ class DumpRecorder:
         self, prefix: str, api: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]
     ) -> CallToken | None:
         """Count a call before it runs; keep what its record needs of the inputs (None: not dumped)."""
-        base = f"{prefix}_{api}"
-        index = self._counts.get(base, 0)
-        self._counts[base] = index + 1
-        self.calls += 1
+        index = self.count(prefix, api)
         if not self.active:
             return None
         name = CallName(prefix, api, index, "forward")
@@ -407,6 +404,14 @@ class DumpRecorder:
         if wanted and self.config.acl_config:  # last: the recorder's own work stays out of that dump
             token.kernel = self._kernel_dump()
         return token
+
+    def count(self, prefix: str, api: str) -> int:
+        """Count one call of ``prefix_api`` and return its index (the names stay those of the whole run)."""
+        base = f"{prefix}_{api}"
+        index = self._counts.get(base, 0)
+        self._counts[base] = index + 1
+        self.calls += 1
+        return index
 
     def _kernel_dump(self) -> Any:
         """Enter the device's kernel-level dump for the call about to run; None when it cannot start."""
