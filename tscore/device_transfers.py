@@ -53,8 +53,7 @@ class StagedStats:
     def row(self, index: int) -> Sequence[float | None]:
         """Return the ``index``-th object's four numbers, waiting for the copy the first time.
 
-        :raises: what the copy raised, for every row of the batch (each record says so); a row
-            that is an exception (one tensor of the batch could not be read) for that row alone.
+        :raises: what the copy raised, for every row of the batch (each record says so).
         """
         if self._wait is not None:
             wait, self._wait = self._wait, None
@@ -66,10 +65,7 @@ class StagedStats:
             raise RuntimeError(
                 f"the statistics' copy from the device failed: {self._failed}"
             ) from self._failed
-        found = self._rows[index]
-        if isinstance(found, BaseException):
-            raise found
-        return found
+        return self._rows[index]
 
 
 class StagedEntry(NamedTuple):

@@ -495,8 +495,7 @@ def ts_stats_to_host(stats: Sequence[object]) -> Callable[[], Sequence[Sequence[
     Gather them on the device (one concatenation), start an asynchronous copy
     into page-locked host memory, and return a function that waits for that
     copy and returns one row ``[max, min, mean, norm]`` of floats per object,
-    in order (an exception in place of a row: that tensor could not be read, and
-    its record says so); the dump's writer calls it on its own thread. No ``.item()``,
+    in order; the dump's writer calls it on its own thread. No ``.item()``,
     no ``.cpu()`` here: the training thread must not wait for the device.
     torch's answer on CUDA: ``torch.stack``, a ``non_blocking`` copy and a
     CUDA event.

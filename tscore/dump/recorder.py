@@ -870,7 +870,7 @@ def _stats_values(stats: Any) -> Sequence[Any]:
         return [None if v is None else float(v) for v in stats]
     staged = hook().ts_stats_to_host(stats=[stats])  # an object only its backend reads
     if staged is not None:
-        return StagedStats(staged).row(0)
+        return staged()[0]  # type: ignore[no-any-return]
     if callable(getattr(stats, "tolist", None)):  # torch, Paddle, MindSpore, numpy: one call
         return stats.tolist()  # type: ignore[no-any-return]
     return np.asarray(to_numpy(stats, copy=False), np.float64).ravel().tolist()  # type: ignore[no-any-return]

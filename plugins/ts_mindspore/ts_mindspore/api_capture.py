@@ -16,9 +16,7 @@ is installed, the attributes that user code and layers reach (FRAMEWORKS.md,
   (``from mindspore.ops import relu``) is seen at this level.
 
 A call made inside a captured call is not recorded again (ptdbg's rule), nor
-is anything the recorder itself runs. Any call that writes into an argument,
-captured or inside one, first has every statistic still pending read
-(:mod:`ts_mindspore.host_stats`). :meth:`ApiCapture.remove` puts back
+is anything the recorder itself runs. :meth:`ApiCapture.remove` puts back
 every original object, checked by identity in the tests.
 
 Backward, while autodiff records (``value_and_grad``): each differentiable
@@ -37,11 +35,10 @@ import inspect
 import logging
 import sys
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ts_mindspore.host_stats import PendingReads
 from tscore.plugin_api import HookHandles, StepStopped
 
 log = logging.getLogger(__name__)
@@ -191,34 +188,11 @@ IN_PLACE_PRIMITIVES = frozenset(
     {"Assign", "AssignAdd", "AssignSub", "ScatterUpdate", "ScatterNdUpdate", "ScatterAdd", "ScatterNdAdd"}
     | {"ScatterSub", "ScatterMul", "ScatterDiv", "ScatterMax", "ScatterMin", "Depend", "UpdateState", "Load"}
 )
-# functions (ops, mint) that write into their first argument, by name: the Primitives above, snake-cased
-IN_PLACE_FUNCTIONS = frozenset(
-    {"assign", "assign_add", "assign_sub", "scatter_update", "scatter_nd_update", "scatter_add"}
-    | {"scatter_nd_add", "scatter_sub", "scatter_mul", "scatter_div", "scatter_max", "scatter_min"}
-)
 VIEWS = frozenset(
     {"view", "view_as", "reshape", "expand", "expand_as", "broadcast_to", "narrow", "unsqueeze", "squeeze"}
     | {"transpose", "permute", "t", "flatten", "as_strided", "__getitem__", "select", "unfold", "diagonal"}
     | {"split", "chunk", "unbind", "tensor_split", "movedim", "swapaxes", "contiguous", "detach"}
 )
-
-
-def writes_argument(api: str, kwargs: Mapping[str, Any]) -> bool:
-    """Whether a call by this name writes into a tensor it was given (``add_``, ``__iadd__``, ``assign``)."""
-    return (
-        (api.endswith("_") and not api.endswith("__"))  # relu_, add_, clamp_: any prefix
-        or api in IN_PLACE_OPERATORS
-        or api in IN_PLACE_PRIMITIVES
-        or api in IN_PLACE_FUNCTIONS
-        or api.lower().startswith("inplace")
-        or bool(kwargs.get("inplace"))
-    )
-
-
-def primitive_writes(primitive: Any) -> bool:
-    """Whether a Primitive instance writes into an argument: MindSpore marks it ``side_effect_mem``."""
-    attrs = getattr(primitive, "attrs", None)
-    return bool(attrs and attrs.get("side_effect_mem")) or writes_argument(type(primitive).__name__, {})
 
 
 @dataclass(eq=False)
@@ -248,15 +222,10 @@ def pynative_executor() -> Any:
 class ApiCapture:
     """Report MindSpore API calls to a dump recorder while installed; every attribute restored on removal."""
 
-    def __init__(self, recorder: Any, pending: PendingReads | None = None) -> None:
-        """Prepare; nothing is replaced until :meth:`install`.
-
-        :param pending: the statistics left for the dump's hand-over, read before any call
-            that writes into an argument (:mod:`ts_mindspore.host_stats`).
-        """
+    def __init__(self, recorder: Any) -> None:
+        """Prepare; nothing is replaced until :meth:`install`."""
         self._ms = sys.modules["mindspore"]
         self._recorder = recorder
-        self._reads = pending
         self._busy = 0
         self._installed = False
         # (owner, attribute, original, whether the owner held it itself rather than inherited it)
@@ -365,11 +334,7 @@ class ApiCapture:
             return known
         capture = self
 
-        writes = writes_argument(api, {})
-
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if writes or kwargs.get("inplace"):
-                capture.read_pending()
             if capture._busy or capture._recorder.busy:
                 return original(*args, **kwargs)
             return capture.call(prefix, api, original, args, kwargs)
@@ -386,8 +351,6 @@ class ApiCapture:
 
         def __call__(primitive: Any, *args: Any, **kwargs: Any) -> Any:
             name = type(primitive).__name__
-            if capture._reads is not None and capture._reads.waiting and primitive_writes(primitive):
-                capture.read_pending()
             if capture._busy or capture._recorder.busy:
                 return original(primitive, *args, **kwargs)
             if name in NOT_COMPUTING_PRIMITIVES:  # neither it nor what it calls is recorded
@@ -407,15 +370,6 @@ class ApiCapture:
         __call__.__qualname__ = getattr(original, "__qualname__", "__call__")
         __call__.__doc__ = getattr(original, "__doc__", None)
         return __call__
-
-    def read_pending(self) -> None:
-        """Read every statistic still pending: the call about to run writes into a tensor."""
-        if self._reads is not None:
-            self._busy += 1
-            try:
-                self._reads.read_all()
-            finally:
-                self._busy -= 1
 
     def call(
         self, prefix: str, api: str, run: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -458,7 +412,15 @@ class ApiCapture:
         The identity changes no value. Parameters and in-place calls keep their arguments: the
         call must write into the tensor it was given, not into a copy.
         """
-        if writes_argument(api, kwargs) or api.lower() in VIEWS:
+        name = api.lower()
+        in_place = (
+            (api.endswith("_") and not api.endswith("__"))  # relu_, add_, clamp_: any prefix
+            or api in IN_PLACE_OPERATORS
+            or api in IN_PLACE_PRIMITIVES
+            or name.startswith("inplace")
+            or bool(kwargs.get("inplace"))
+        )
+        if in_place or name in VIEWS:
             return args
         ms = self._ms
         hooked = list(args)

@@ -26,7 +26,6 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from ts_mindspore.host_stats import PendingReads
 from tscore.plugin_api import (
     Backend,
     GraphNode,
@@ -90,14 +89,6 @@ class MindSporeBackend(Backend):
         return (sys.modules["mindspore"].nn.Cell,)
 
     _target: str | None = None  # the device target read when the API capture was installed
-    _pending: PendingReads | None = None
-
-    @property
-    def pending_reads(self) -> PendingReads:
-        """The CPU tensors whose statistics wait for the dump's next hand-over (:mod:`.host_stats`)."""
-        if self._pending is None:
-            self._pending = PendingReads(lambda tensor: self.to_numpy(tensor, False))
-        return self._pending
 
     def _device_target(self) -> str:
         """Return the device target; while a dump runs, as read at its start (get_context: 25 us a call)."""
@@ -220,28 +211,20 @@ class MindSporeBackend(Backend):
             return HookHandles([], label="MindSpore API capture (graph mode: none)")
         from ts_mindspore.api_capture import ApiCapture
 
-        pending = self.pending_reads
-        handles = ApiCapture(recorder, pending).install()
+        handles = ApiCapture(recorder).install()
         self._target = str(ms.get_context("device_target"))
-        pending.captures += 1
-        handles.add(self._capture_removed)
+        handles.add(self._forget_target)
         return handles
 
-    def _capture_removed(self) -> None:
-        """Read what is still pending (nothing may be read after the capture stops seeing writes)."""
+    def _forget_target(self) -> None:
         self._target = None
-        pending = self.pending_reads
-        pending.captures -= 1
-        pending.read_all()
 
     def tensor_stats(self, tensor: Any) -> Any:
         """Max, min, mean and L2 norm: from host memory on CPU, else four 0-d tensors on the device.
 
         On CPU the tensor is already in host memory: numpy summarises it (``array_stats``), which
         costs a PyNative step far less than six more operators in MindSpore's pipeline (a dumped
-        encoder step went from 6.4x to 1.4x the plain one); while the API capture runs, that
-        read waits for the next hand-over (:mod:`ts_mindspore.host_stats`), except a
-        ``Parameter``'s, which MindSpore may write into unseen. On a device, MindSpore computes them
+        encoder step went from 6.4x to 1.4x the plain one). On a device, MindSpore computes them
         outside autodiff: half and integer tensors in float32 (float64 for 64-bit integers),
         complex ones by their magnitudes; the norm is ``sqrt(sum(x * x))``, since MindSpore's CPU
         build lacks ``LinalgVectorNorm``.
@@ -249,9 +232,6 @@ class MindSporeBackend(Backend):
         import mindspore as ms
 
         if self._device_target() == "CPU":
-            pending = self.pending_reads
-            if pending.deferring and tensor.size and not isinstance(tensor, ms.Parameter):
-                return pending.defer(tensor)
             return array_stats(self.to_numpy(tensor, False))
         if tensor.size == 0:
             return None
@@ -264,10 +244,6 @@ class MindSporeBackend(Backend):
                 t = t.astype(ms.float64 if t.dtype in (ms.int64, ms.uint64) else ms.float32)
             # four 0-d tensors: ops.stack goes through a slow PyNative path (3 ms a call here)
             return t.max(), t.min(), t.mean(), (t * t).sum().sqrt()
-
-    def stats_to_host(self, stats: Sequence[Any]) -> Callable[[], Sequence[Sequence[float | None]]] | None:
-        """Read a batch of deferred CPU statistics (one wait for the pipeline); None: not ours."""
-        return self.pending_reads.to_host(stats)
 
     def tensor_requires_grad(self, tensor: Any) -> bool | None:
         """Return a ``Parameter``'s ``requires_grad``; None for other tensors (MindSpore does not say).

@@ -1,4 +1,4 @@
-"""CPU statistics read at the dump's hand-over (real MindSpore, PyNative): the values each call saw."""
+"""When a MindSpore dump reads its statistics (real MindSpore, PyNative, CPU): the values each call saw."""
 
 from __future__ import annotations
 
@@ -12,15 +12,10 @@ from mindspore import Tensor, nn, ops
 
 import tscore as ts
 from tscore.dump.reading import read_lines
-from tscore.plugins import get_plugin_manager
 
 
 def records(folder: Path) -> dict[str, dict]:
     return {r["name"]: r for r in read_lines(str(folder / "step0" / "rank0" / "dump.jsonl"))}
-
-
-def backend():
-    return next(b for b in get_plugin_manager().backends() if b.framework == "mindspore")
 
 
 def test_a_tensor_written_in_place_after_its_call_keeps_the_statistics_the_call_saw(tmp_path) -> None:
@@ -42,24 +37,6 @@ def test_a_tensor_written_in_place_after_its_call_keeps_the_statistics_the_call_
     assert exp_out["max"] == exp_out["min"] == 1.0  # exp(0): before z[0] = 7
     relu_in = found["Functional_relu_0_forward"]["inputs"][0]
     assert relu_in["max"] == pytest.approx(7.0)  # after it
-
-
-def test_while_the_capture_runs_statistics_wait_except_a_parameters_and_nothing_waits_after_stop(
-    tmp_path,
-) -> None:
-    plugin = backend()
-    plain = Tensor(np.ones((2, 3), np.float32))
-    weight = ms.Parameter(Tensor(np.full((2, 3), 2.0, np.float32)), name="w_deferred")
-    debugger = ts.dump.Debugger(task="statistics", dump_path=str(tmp_path), level="L1")
-    debugger.start()
-    try:
-        pending = plugin.tensor_stats(plain)
-        assert pending.row is None and pending.tensor is plain  # left for the hand-over
-        assert plugin.tensor_stats(weight) == (2.0, 2.0, 2.0, pytest.approx(np.sqrt(24.0)))
-    finally:
-        debugger.stop()
-    assert pending.row == (1.0, 1.0, 1.0, pytest.approx(np.sqrt(6.0))) and pending.tensor is None
-    assert plugin.tensor_stats(plain) == (1.0, 1.0, 1.0, pytest.approx(np.sqrt(6.0)))  # read at once again
 
 
 def test_the_weights_a_step_recorded_are_those_before_the_optimizer_wrote_into_them(tmp_path) -> None:
@@ -115,28 +92,3 @@ def test_reading_whether_a_parameter_takes_gradients_does_not_wait_for_the_pipel
     (record,) = records(tmp_path).values()
     assert record["inputs"][1]["requires_grad"] is True
     assert waits == []
-
-
-def test_a_tensor_unreadable_at_the_hand_over_gives_its_entry_an_error_and_the_rest_their_numbers() -> None:
-    from ts_mindspore.host_stats import PendingReads
-    from tscore.device_transfers import StagedEntry, StagedStats
-    from tscore.dump.recorder import finish_record
-
-    def to_numpy(tensor):
-        if tensor is None:
-            raise RuntimeError("device memory gone")
-        return tensor
-
-    reads = PendingReads(to_numpy)
-    good, bad = reads.defer(np.array([1.0, -3.0], np.float32)), reads.defer(None)
-    wait = reads.to_host([good, bad])
-    staged = StagedStats(wait)
-    record = {
-        "outputs": [
-            {"name": "a", "stats": StagedEntry(staged, 0)},
-            {"name": "b", "stats": StagedEntry(staged, 1)},
-        ]
-    }
-    first, second = finish_record(record)["outputs"]
-    assert (first["max"], first["min"], first["mean"]) == (1.0, -3.0, -1.0)
-    assert second["error"] == "RuntimeError: device memory gone" and "max" not in second
