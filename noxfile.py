@@ -90,9 +90,12 @@ def core(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def torch(session: nox.Session) -> None:
-    """The core and the PyTorch plugin, without MindSpore."""
-    session.install(*CONSTRAINTS, CORE, TORCH_PLUGIN)
-    _pytest(session, "tests/core", "tests/torch")
+    """The core and the PyTorch plugin without MindSpore; the GPU statistics kernel under Triton's interpreter."""
+    # Triton's interpreter runs ts_torch's GPU kernel on CPU tensors (tests/triton); CUDA builds of
+    # torch bring Triton themselves, the CPU build does not
+    session.install(*CONSTRAINTS, CORE, TORCH_PLUGIN, "triton")
+    session.env["TRITON_INTERPRET"] = "1"  # read when Triton is imported, which torch._dynamo may do first
+    _pytest(session, "tests/core", "tests/torch", "tests/triton")
 
 
 @nox.session(python=PYTHON)

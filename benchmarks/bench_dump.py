@@ -281,10 +281,17 @@ def np_save_rate(folder: str) -> float:
 
 
 def run(
-    python: str, tool: str, model: str, task: str, steps: int, root: str, device: str = "cpu"
+    python: str,
+    tool: str,
+    model: str,
+    task: str,
+    steps: int,
+    root: str,
+    device: str = "cpu",
+    extra_env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     folder = os.path.join(root, f"{tool}-{model}-{task}")
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **(extra_env or {})}
     os.sync()  # the previous worker's files reach the disk before this one is timed
     out = subprocess.run(
         [python, __file__, "--worker", tool, model, task, str(steps), folder, "--device", device],
@@ -318,6 +325,12 @@ def main() -> None:
     )
     parser.add_argument("--json", default=None, help="also write the results here")
     parser.add_argument(
+        "--also-aten",
+        action="store_true",
+        help="on a GPU, time tscore's statistics a second time with ATen's two reductions instead of "
+        "the Triton kernel (TSCORE_DUMP_STATS_KERNEL=aten), side by side in the same run",
+    )
+    parser.add_argument(
         "--gc",
         default="on",
         choices=("on", "freeze", "off"),
@@ -346,6 +359,11 @@ def main() -> None:
     for model, task in plan:
         steps = args.tensor_steps or args.steps if task == "tensor" else args.steps
         rows.append(run(sys.executable, "tscore", model, task, steps, root, args.device))
+        if args.also_aten and cuda and task == "statistics":
+            aten = {"TSCORE_DUMP_STATS_KERNEL": "aten"}
+            rows.append(run(sys.executable, "tscore", model, task, steps, root, args.device, aten))
+            rows[-1]["tool"] = "tscore-aten"
+            print(json.dumps(rows[-1]), flush=True)
         if args.msprobe_python and task != "overflow_check":
             rows.append(run(args.msprobe_python, "msprobe", model, task, steps, root, args.device))
         print(json.dumps(rows[-1]), flush=True)  # as it goes: a run cut short keeps what it measured

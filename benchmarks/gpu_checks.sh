@@ -5,6 +5,7 @@
 # logs and the benchmark's JSON go to $OUT (default ./gpu_results).
 #
 #   bash benchmarks/gpu_checks.sh            STEPS=10 TASKS="statistics tensor" BENCH_SECONDS=420
+#                                            BENCH_EXTRA=--also-aten PROFILE_SECONDS=60
 set -uo pipefail
 out=${OUT:-gpu_results}
 mkdir -p "$out"
@@ -17,12 +18,15 @@ python3 -m pip install -q --no-index --no-deps --target /tmp/msprobe_site .whl/m
     .whl/openpyxl-*.whl .whl/et_xmlfile-*.whl .whl/pytz-*.whl .whl/skl2onnx-*.whl 2>&1 | tail -3
 printf '#!/bin/sh\nPYTHONPATH=/tmp/msprobe_site exec python3 "$@"\n' >/tmp/msprobe_python
 chmod +x /tmp/msprobe_python
+# the statistics kernel alone: host and device microseconds per tensor, Triton against ATen
+python3 -m pip install -q --no-index --find-links .whl -e . -e plugins/ts_torch 2>&1 | tail -3
+timeout 120 python3 benchmarks/bench_stats_kernel.py 2>&1 | tee "$out/stats_kernel.txt"
 TSCORE_WHEELS=.whl timeout "${TEST_SECONDS:-240}" python3 -m nox -s gpu -- tests/gpu -q -rfE 2>&1 \
     | tee "$out/gpu_tests.log" | tail -30
 # shellcheck disable=SC2086
 timeout "${BENCH_SECONDS:-420}" python3 benchmarks/bench_dump.py --device cuda \
     --msprobe-python /tmp/msprobe_python --steps "${STEPS:-10}" --tensor-steps 1 \
-    --tasks ${TASKS:-statistics tensor} --json "$out/bench_dump_cuda.json" 2>&1 \
+    --tasks ${TASKS:-statistics tensor} ${BENCH_EXTRA:-} --json "$out/bench_dump_cuda.json" 2>&1 \
     | tee "$out/bench_dump_cuda.log" | tail -25
 if [ "${PROFILE_SECONDS:-60}" != 0 ]; then
     # the device's time by operator: how much the statistics' reductions add to a dumped ResNet-50 step

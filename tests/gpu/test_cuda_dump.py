@@ -258,3 +258,32 @@ def test_a_tensor_changed_in_place_right_after_its_call_is_written_as_the_call_s
     for index, expected in enumerate(before):
         entry = records[f"Torch_sigmoid_{index}_forward"]["inputs"][0]
         assert np.array_equal(np.load(folder / entry["file"]), expected.numpy()), index
+
+
+def test_float_tensors_take_the_one_pass_kernel_and_agree_with_atens_reductions() -> None:
+    from ts_torch import fused_stats
+    from ts_torch.device_copies import DeviceStats, device_stats
+    from ts_torch.plugin import plugin
+
+    assert fused_stats.enabled(), "Triton comes with CUDA torch: the one-pass kernel must be in use"
+    torch.manual_seed(2)
+    big = torch.randn(fused_stats.BLOCK * fused_stats.MAX_PROGRAMS * 3 + 7, device=CUDA)  # several rounds
+    tensors = [big, torch.randn(64, 33, device=CUDA).half(), torch.randn(5, device=CUDA).bfloat16()]
+    fused = [plugin.tensor_stats(t) for t in tensors]
+    assert [type(s) for s in fused] == [fused_stats.SlabStats] * 3
+    assert type(plugin.tensor_stats(torch.randn(8, 4, device=CUDA).t())) is DeviceStats  # not contiguous
+    aten = [device_stats(t.float()) for t in tensors]
+    got, want = plugin.stats_to_host(fused)(), plugin.stats_to_host(aten)()
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-6)
+
+
+def test_statistics_spread_over_several_slabs_come_back_in_their_order() -> None:
+    from ts_torch import fused_stats
+    from ts_torch.plugin import plugin
+
+    tensors = [torch.full((fused_stats.BLOCK * 300,), float(i), device=CUDA) for i in range(60)]
+    stats = [plugin.tensor_stats(t) for t in tensors]  # 300 rows each: past one slab's 16384
+    assert len({id(s.slab) for s in stats}) >= 2
+    rows = plugin.stats_to_host(stats[::-1])()[::-1]  # a batch in any order
+    assert [row[0] for row in rows] == [float(i) for i in range(60)]
+    assert [row[2] for row in rows] == [float(i) for i in range(60)]

@@ -552,8 +552,8 @@ class DumpRecorder:
 
         :param depth: frames to pass over: 2 from :meth:`begin` reaches the backend's frame.
 
-        The stack is told apart by its frames' code objects and lines alone (cheap to gather
-        per call); the frames shown to users, without tscore's and the framework's own, are
+        The stack is told apart by its frames' code objects and instruction offsets alone (cheap
+        to gather per call); the frames shown to users, without tscore's and the framework's own, are
         worked out once per distinct stack.
         """
         if not self.config.stack:
@@ -561,7 +561,9 @@ class DumpRecorder:
         where = []
         frame: Any = sys._getframe(depth)
         while frame is not None:
-            where.append((id(frame.f_code), frame.f_lineno))  # a code object's own hash reads its bytecode
+            # a code object's own hash reads its bytecode, and f_lineno decodes the line table on each
+            # read: the instruction's offset tells the call sites apart as well, at no cost
+            where.append((id(frame.f_code), frame.f_lasti))
             frame = frame.f_back
         key = tuple(where)
         known = self._stack_ids.get(key)

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from ts_torch.fused_stats import SlabStats, slab_copies
 from tscore.plugin_api import PendingArray
 
 log = logging.getLogger(__name__)
@@ -86,12 +87,20 @@ def stats_to_host(stats: Sequence[Any]) -> Callable[[], Rows] | None:
     (a tensor recorded again) are read from that call's copy.
     """
     torch = sys.modules.get("torch")
-    if torch is None or not stats or any(type(s) is not DeviceStats for s in stats):
+    if torch is None or not stats or any(type(s) not in _OURS for s in stats):
         return None
+    fused = [i for i, found in enumerate(stats) if type(found) is SlabStats and found.row is None]
+    if fused:
+        read_fused = _once(slab_copies(torch, [stats[i] for i in fused]))
+        for place, index in enumerate(fused):
+            stats[index].row = (read_fused, place)
+            stats[index].slab = None
     # each object's tensors read once: a batch staged on the training thread drops them (row first),
     # while the writer's thread may read one left behind by a failed batch
     by_device: dict[Any, list[tuple[int, tuple[Any, Any, Any, Any]]]] = {}
     for index, found in enumerate(stats):
+        if type(found) is SlabStats:
+            continue
         values = (found.high, found.low, found.mean, found.var)
         if found.row is None and values[0] is not None:
             by_device.setdefault(values[0].device, []).append((index, values))
@@ -107,6 +116,9 @@ def stats_to_host(stats: Sequence[Any]) -> Callable[[], Rows] | None:
         return [read()[place] for read, place in rows_of]  # type: ignore[misc]
 
     return wait
+
+
+_OURS = (DeviceStats, SlabStats)
 
 
 def _once(read: Callable[[], Rows]) -> Callable[[], Rows]:

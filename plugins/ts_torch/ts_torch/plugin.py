@@ -37,6 +37,7 @@ if importlib.util.find_spec("torch") is None:
     raise ImportError("ts_torch needs PyTorch, which is not installed (pip install torch)")
 
 from ts_torch.device_copies import copy_to_host, device_stats, stats_to_host
+from ts_torch.fused_stats import launch as launch_fused_stats
 from ts_torch.numeric_settings import run_settings
 
 log = logging.getLogger(__name__)
@@ -228,6 +229,8 @@ class TorchBackend(Backend):
         count = tensor.numel()
         if count == 0:
             return None
+        if not tensor.is_cpu and (fused := launch_fused_stats(tensor)) is not None:
+            return fused  # one pass, halves read as they are (ts_torch.fused_stats)
         t = tensor.detach() if tensor.requires_grad and torch.is_grad_enabled() else tensor
         if t.dtype not in _WIDE_ENOUGH:
             if t.is_complex():
