@@ -281,8 +281,10 @@ def test_statistics_spread_over_several_slabs_come_back_in_their_order() -> None
     from ts_torch import fused_stats
     from ts_torch.plugin import plugin
 
-    tensors = [torch.full((fused_stats.BLOCK * 300,), float(i), device=CUDA) for i in range(60)]
-    stats = [plugin.tensor_stats(t) for t in tensors]  # 300 rows each: past one slab's 16384
+    size = fused_stats.BLOCK * fused_stats.MIN_ROUNDS * 300  # 300 rows each: past one slab's 16384
+    tensors = [torch.full((size,), float(i), device=CUDA) for i in range(60)]
+    stats = [plugin.tensor_stats(t) for t in tensors]
+    assert {s.programs for s in stats} == {300}
     assert len({id(s.slab) for s in stats}) >= 2
     rows = plugin.stats_to_host(stats[::-1])()[::-1]  # a batch in any order
     assert [row[0] for row in rows] == [float(i) for i in range(60)]

@@ -146,7 +146,7 @@ def launch(tensor: Any) -> SlabStats | None:
         return None
     torch = sys.modules["torch"]
     device = tensor.device
-    if device.type == "cuda" and device.index != torch.cuda.current_device():
+    if device.type == "cuda" and device.index != torch._C._cuda_getDevice():  # without cuda's lazy-init check
         return None
     programs = min(-(-count // (BLOCK * MIN_ROUNDS)), MAX_PROGRAMS)
     with _TAKING:
