@@ -1,11 +1,13 @@
 """Statistics and tensor files of CUDA tensors for the dump, with no wait for the device while training.
 
-* :func:`device_stats`: two passes over a tensor (``aminmax``, ``var_mean``);
-  the norm is worked out on the host from the mean and variance, which saves
-  the third pass and the small kernels a norm, a division and a stack cost.
-* :func:`stats_to_host`: the statistics of a batch of records gathered with one
-  ``torch.stack`` and copied into pinned memory with ``non_blocking``; an event
-  tells the writer's thread when the copy is done.
+* :func:`device_stats`: two passes over a tensor (``aminmax``, ``var_mean``)
+  for what :mod:`ts_torch.fused_stats`' one-pass kernel does not take (float64,
+  integers, tensors that are not contiguous); the norm is worked out on the
+  host from the mean and variance.
+* :func:`stats_to_host`: the statistics of a batch of records, the kernel's
+  rows copied once per slab (:func:`~ts_torch.fused_stats.slab_copies`) and
+  the reductions' gathered with one ``torch.stack``, into pinned memory with
+  ``non_blocking``; an event tells the writer's thread when each copy is done.
 * :func:`copy_to_host`: one tensor copied on a side stream after the work that
   made it (``wait_stream``), its device memory kept from reuse until then
   (``record_stream``), into a slice of one page-locked buffer
@@ -80,7 +82,7 @@ def finish_row(high: float, low: float, mean: float, var: float, count: int) -> 
 
 
 def stats_to_host(stats: Sequence[Any]) -> Callable[[], Rows] | None:
-    """Start one copy of many :class:`DeviceStats` to the host; None when they are not all ours.
+    """Start copying many :class:`DeviceStats` and kernel rows to the host; None when they are not all ours.
 
     On CUDA the copy goes into pinned memory behind an event; elsewhere the values are read
     when the rows are asked for (on the writer's thread). Statistics staged by an earlier call
