@@ -90,7 +90,7 @@ def core(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def torch(session: nox.Session) -> None:
-    """The core and the PyTorch plugin without MindSpore; the GPU statistics kernel under Triton's interpreter."""
+    """The core and the PyTorch plugin without MindSpore; the GPU statistics kernel, interpreted."""
     # Triton's interpreter runs ts_torch's GPU kernel on CPU tensors (tests/triton); CUDA builds of
     # torch bring Triton themselves, the CPU build does not
     session.install(*CONSTRAINTS, CORE, TORCH_PLUGIN, "triton")
