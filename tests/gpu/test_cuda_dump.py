@@ -289,3 +289,19 @@ def test_statistics_spread_over_several_slabs_come_back_in_their_order() -> None
     rows = plugin.stats_to_host(stats[::-1])()[::-1]  # a batch in any order
     assert [row[0] for row in rows] == [float(i) for i in range(60)]
     assert [row[2] for row in rows] == [float(i) for i in range(60)]
+
+
+def test_statistics_made_on_a_side_stream_are_copied_after_their_kernel_there() -> None:
+    from ts_torch import fused_stats
+    from ts_torch.plugin import plugin
+
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(
+            200_000_000
+        )  # the side stream is busy for a while: a copy not waiting reads too soon
+        x = torch.full((1 << 20,), 3.0, device=CUDA)
+        stats = plugin.tensor_stats(x)
+    assert type(stats) is fused_stats.SlabStats and stats.slab.stream == side.cuda_stream
+    row = plugin.stats_to_host([stats])()[0]  # staged on the default stream, as the dump's hand-over is
+    assert row == [3.0, 3.0, 3.0, 3.0 * 1024]

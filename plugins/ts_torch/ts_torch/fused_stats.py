@@ -43,13 +43,19 @@ _eligible: tuple[Any, ...] = ()
 
 
 class Slab:
-    """A device buffer of rows that the statistics of many tensors are written into, in order."""
+    """A device buffer of rows that the statistics of many tensors are written into, in order.
 
-    __slots__ = ("rows", "used")
+    Every kernel writing into it ran on one stream, ``stream`` (a raw CUDA stream; 0 off CUDA), and
+    its rows are copied to the host on that stream: a model run on a side stream, or autograd's
+    backward on its own, gets slabs of its own, so no copy can overtake the kernels it reads.
+    """
 
-    def __init__(self, rows: Any) -> None:
+    __slots__ = ("rows", "stream", "used")
+
+    def __init__(self, rows: Any, stream: int = 0) -> None:
         """Hold ``rows``, a float64 tensor of ``(SLAB_ROWS + 1, 5)``; the last row is never written."""
         self.rows = rows
+        self.stream = stream
         self.used = 0
 
 
@@ -67,7 +73,7 @@ class SlabStats:
         self.row: tuple[Callable[[], list[list[float | None]]], int] | None = None
 
 
-_SLABS: dict[Any, Slab] = {}  # the slab being filled, per device
+_SLABS: dict[tuple[Any, int], Slab] = {}  # the slab being filled, per device and stream
 _TAKING = (
     threading.Lock()
 )  # autograd's device thread records gradients while the training thread may record too
@@ -146,21 +152,24 @@ def launch(tensor: Any) -> SlabStats | None:
         return None
     torch = sys.modules["torch"]
     device = tensor.device
-    if device.type == "cuda" and device.index != torch._C._cuda_getDevice():  # without cuda's lazy-init check
-        return None
+    stream = 0
+    if device.type == "cuda":
+        if device.index != torch._C._cuda_getDevice():  # without torch.cuda's lazy-init check
+            return None
+        stream = torch._C._cuda_getCurrentRawStream(device.index)  # where Triton launches
     programs = min(-(-count // (BLOCK * MIN_ROUNDS)), MAX_PROGRAMS)
     with _TAKING:
-        slab = _SLABS.get(device)
+        slab = _SLABS.get((device, stream))
         if slab is None or slab.used + programs > SLAB_ROWS:
             with torch._C.DisableTorchFunction():
                 rows = torch.empty((SLAB_ROWS + 1, 5), dtype=torch.float64, device=device)
-            slab = _SLABS[device] = Slab(rows)
+            slab = _SLABS[device, stream] = Slab(rows, stream)
         start = slab.used
         slab.used = start + programs  # rows left unwritten by a failed launch are never read
     global _kernel
     rounds = -(-count // (programs * BLOCK))
     try:
-        _run(torch, tensor, slab.rows, start, count, rounds, programs)
+        _run(tensor, slab, start, count, rounds, programs)
     except Exception as exc:
         log.warning("dump: the statistics kernel failed (%s); ATen's reductions are used from now on", exc)
         _kernel = False
@@ -168,15 +177,15 @@ def launch(tensor: Any) -> SlabStats | None:
     return SlabStats(slab, start, programs, count)
 
 
-def _run(torch: Any, tensor: Any, rows: Any, start: int, count: int, rounds: int, programs: int) -> None:
+def _run(tensor: Any, slab: Slab, start: int, count: int, rounds: int, programs: int) -> None:
     """Launch the kernel: through Triton the first time for each dtype and alignment, then directly."""
     global _direct
     key = (tensor.dtype, tensor.data_ptr() % 16 == 0)  # what Triton specialises a pointer on
     compiled = _COMPILED.get(key) if _direct else None
+    rows = slab.rows
     if compiled is not None:
         try:
-            stream = torch._C._cuda_getCurrentRawStream(tensor.device.index)
-            compiled[(programs, 1, 1)](tensor, rows, start, count, rounds, BLOCK, stream=stream)
+            compiled[(programs, 1, 1)](tensor, rows, start, count, rounds, BLOCK, stream=slab.stream)
             return
         except Exception as exc:  # another Triton's compiled kernel: its own launch still works
             log.info("dump: the statistics kernel is launched through Triton (%s)", exc)
@@ -189,8 +198,9 @@ def _run(torch: Any, tensor: Any, rows: Any, start: int, count: int, rounds: int
 def slab_copies(torch: Any, stats: Sequence[SlabStats]) -> Callable[[], list[list[float | None]]]:
     """Start copying the rows of ``stats`` to the host, one copy per slab; return the wait for their rows.
 
-    On CUDA the copy lands in pinned memory behind an event that the writer's thread waits on;
-    elsewhere (the interpreter's CPU tensors) it is read then.
+    On CUDA the copy runs on the stream the slab's kernels ran on and lands in pinned memory
+    behind an event that the writer's thread waits on; elsewhere (the interpreter's CPU tensors)
+    the rows are read then.
     """
     by_slab: dict[int, tuple[Slab, list[int]]] = {}
     for index, found in enumerate(stats):
@@ -199,7 +209,7 @@ def slab_copies(torch: Any, stats: Sequence[SlabStats]) -> Callable[[], list[lis
     for slab, members in by_slab.values():
         low = min(stats[i].start for i in members)
         high = max(stats[i].start + stats[i].programs for i in members)
-        waits.append((_copy_rows(torch, slab.rows[low : high + 1]), low, members))
+        waits.append((_copy_rows(torch, slab.rows[low : high + 1], slab.stream), low, members))
     counts = [s.count for s in stats]
     places = [(s.start, s.programs) for s in stats]
 
@@ -220,15 +230,21 @@ def slab_copies(torch: Any, stats: Sequence[SlabStats]) -> Callable[[], list[lis
     return wait
 
 
-def _copy_rows(torch: Any, rows: Any) -> Callable[[], np.ndarray]:
+def _copy_rows(torch: Any, rows: Any, stream: int) -> Callable[[], np.ndarray]:
+    """Start copying ``rows`` to the host on ``stream``, after the kernels that wrote them."""
     with torch._C.DisableTorchFunction():
         if rows.device.type != "cuda":
             host = rows.clone()
             return lambda: host.numpy()
         host = torch.empty(rows.shape, dtype=rows.dtype, pin_memory=True)
-        host.copy_(rows, non_blocking=True)
         done = torch.cuda.Event()
-        done.record(torch.cuda.current_stream(rows.device))
+        if stream == torch._C._cuda_getCurrentRawStream(rows.device.index):
+            host.copy_(rows, non_blocking=True)
+            done.record()
+        else:  # the kernels ran on a side stream (or autograd's): the copy goes there too
+            with torch.cuda.stream(torch.cuda.ExternalStream(stream, device=rows.device)):
+                host.copy_(rows, non_blocking=True)
+                done.record()
 
     def read() -> np.ndarray:
         done.synchronize()  # releases the GIL while it waits
