@@ -268,11 +268,14 @@ def test_float_tensors_take_the_one_pass_kernel_and_agree_with_atens_reductions(
     assert fused_stats.enabled(), "Triton comes with CUDA torch: the one-pass kernel must be in use"
     torch.manual_seed(2)
     big = torch.randn(fused_stats.BLOCK * fused_stats.MAX_PROGRAMS * 3 + 7, device=CUDA)  # several rounds
-    tensors = [big, torch.randn(64, 33, device=CUDA).half(), torch.randn(5, device=CUDA).bfloat16()]
-    fused = [plugin.tensor_stats(t) for t in tensors]
-    assert [type(s) for s in fused] == [fused_stats.SlabStats] * 3
+    tensors = [big, big[1:], torch.randn(64, 33, device=CUDA).half(), torch.randn(5, device=CUDA).bfloat16()]
+    assert tensors[1].data_ptr() % 16 != 0  # a kernel compiled for aligned data must not read it
+    fused = [plugin.tensor_stats(t) for t in tensors] + [plugin.tensor_stats(t) for t in tensors]
+    assert [type(s) for s in fused] == [fused_stats.SlabStats] * 8
+    # the second round went through the compiled kernels directly, one per device, dtype and alignment
+    assert fused_stats._direct and {(0, big.dtype, True), (0, big.dtype, False)} <= set(fused_stats._COMPILED)
     assert type(plugin.tensor_stats(torch.randn(8, 4, device=CUDA).t())) is DeviceStats  # not contiguous
-    aten = [device_stats(t.float()) for t in tensors]
+    aten = [device_stats(t.float()) for t in tensors] * 2
     got, want = plugin.stats_to_host(fused)(), plugin.stats_to_host(aten)()
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-6)
 

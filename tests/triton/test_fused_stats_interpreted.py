@@ -104,3 +104,53 @@ def test_a_kernel_that_fails_warns_once_and_leaves_atens_reductions_to_do_the_wo
     assert [r.getMessage() for r in caplog.records] == [
         "dump: the statistics kernel failed (PassManager::run failed); ATen's reductions are used from now on"
     ]
+
+
+class _WrapperSubclass(torch.Tensor):
+    """A tensor subclass holding no memory of its own, as DTensor does: its data pointer is null."""
+
+    @staticmethod
+    def __new__(cls, inner: torch.Tensor) -> _WrapperSubclass:
+        return torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=inner.dtype, device=inner.device)
+
+    def __init__(self, inner: torch.Tensor) -> None:
+        self.inner = inner
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        raise NotImplementedError(func)
+
+
+def test_subclasses_and_negative_views_are_left_to_atens_reductions_and_the_kernel_stays_on(caplog) -> None:
+    wrapped = _WrapperSubclass(torch.ones(8))
+    assert wrapped.data_ptr() == 0  # the kernel would read address 0: on a GPU, an illegal access
+    with caplog.at_level(logging.WARNING, logger="ts_torch.fused_stats"):
+        assert fused_stats.launch(wrapped) is None
+        assert fused_stats.launch(torch.arange(4.0)._neg_view()) is None  # its memory holds 0, 1, 2, 3
+    assert not caplog.records and fused_stats.enabled()
+    weight = torch.nn.Parameter(torch.arange(4.0))
+    (row,) = _rows([weight])
+    assert row == _float64(weight.detach())
+
+
+def test_a_leftover_staged_by_the_writer_while_the_training_thread_stages_it_too_keeps_its_numbers(
+    monkeypatch,
+) -> None:
+    import threading
+
+    from ts_torch import device_copies
+
+    stats = fused_stats.launch(torch.arange(6.0))
+    original = device_copies.slab_copies
+
+    def training_thread_first(*args: object) -> object:  # the interleaving a review found
+        monkeypatch.setattr(device_copies, "slab_copies", original)
+        other = threading.Thread(target=lambda: stats_to_host([stats]))
+        other.start()
+        other.join()
+        assert stats.slab is None  # type: ignore[union-attr]  # the training thread let it go
+        return original(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(device_copies, "slab_copies", training_thread_first)
+    (row,) = stats_to_host([stats])()  # type: ignore[misc]
+    assert row == _float64(torch.arange(6.0))

@@ -91,9 +91,16 @@ def stats_to_host(stats: Sequence[Any]) -> Callable[[], Rows] | None:
     torch = sys.modules.get("torch")
     if torch is None or not stats or any(type(s) not in _OURS for s in stats):
         return None
-    fused = [i for i, found in enumerate(stats) if type(found) is SlabStats and found.row is None]
+    fused: list[int] = []
+    slabs = []
+    for index, found in enumerate(stats):
+        if type(found) is SlabStats:
+            slab = found.slab  # read before the row: a thread staging it meanwhile sets the row first
+            if found.row is None and slab is not None:
+                fused.append(index)
+                slabs.append(slab)
     if fused:
-        read_fused = _once(slab_copies(torch, [stats[i] for i in fused]))
+        read_fused = _once(slab_copies(torch, [stats[i] for i in fused], slabs))
         for place, index in enumerate(fused):
             stats[index].row = (read_fused, place)
             stats[index].slab = None

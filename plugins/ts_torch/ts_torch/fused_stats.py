@@ -9,10 +9,11 @@ other statistics in one copy (:func:`slab_copies`), and the host finishes each t
 float64 (:func:`finish_rows`): no per-tensor result on the device, no atomics, the same numbers
 on every run.
 
-Used for contiguous float32, float16 and bfloat16 tensors (halves are read as they are, no
-float32 copy) when Triton imports; others keep the two ATen reductions. Set
-``TSCORE_DUMP_STATS_KERNEL=aten`` to use those for every tensor. With ``TRITON_INTERPRET=1``
-Triton runs the kernel on CPU tensors, which is how the CPU tests check it.
+Used for contiguous float32, float16 and bfloat16 CUDA tensors (halves are read as they are,
+no float32 copy) when Triton imports; others keep the two ATen reductions. Set
+``TSCORE_DUMP_STATS_KERNEL=aten`` to use those for every tensor (read at the process's first
+GPU statistics). With ``TRITON_INTERPRET=1`` Triton runs the kernel on CPU tensors instead, which
+is how the CPU tests check it, and CUDA tensors keep ATen's reductions.
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ _kernel: Any = None  # the compiled kernel, made on first use; False once it fai
 _COMPILED: dict[tuple[Any, bool], Any] = {}
 _direct = True  # False once a direct launch failed: Triton's own launch from then on
 _eligible: tuple[Any, ...] = ()
+_plain: tuple[
+    type, ...
+] = ()  # torch.Tensor and Parameter: a subclass (DTensor) may hold no memory of its own
+_device_type = "cuda"  # "cpu" under Triton's interpreter (TRITON_INTERPRET=1), which the CPU tests use
 
 
 class Slab:
@@ -96,12 +101,14 @@ def enabled() -> bool:
 
 def _make_kernel() -> Any:
     """Define the Triton kernel (Triton is imported here, on a dump's first GPU statistics)."""
-    global _eligible
+    global _eligible, _plain, _device_type
     import triton
     import triton.language as tl
 
     torch = sys.modules["torch"]
     _eligible = (torch.float32, torch.float16, torch.bfloat16)
+    _plain = (torch.Tensor, torch.nn.Parameter)
+    _device_type = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
 
     @triton.jit(do_not_specialize=["first_row", "count", "rounds"])
     # Triton reads its arguments' annotations as types: these stay bare
@@ -138,20 +145,24 @@ def _make_kernel() -> Any:
 def launch(tensor: Any) -> SlabStats | None:
     """Start the kernel on a non-empty tensor; None when it does not apply (ATen's reductions then).
 
-    It applies to contiguous float32, float16 and bfloat16 tensors of fewer than 2³¹ elements,
-    on the device that is current (Triton launches there). The tensor's rows go into the slab
-    of its device, a new slab when the last is full. Sums and squares add up in float64 (finite
-    float32 numbers can sum to inf in float32); max, min and the NaN count in float32. A kernel
-    that fails to compile or launch turns the fused path off for the rest of the process, with
-    one warning.
+    It applies to contiguous float32, float16 and bfloat16 CUDA tensors of fewer than 2³¹
+    elements, on the device that is current (Triton launches there), that are plain tensors or
+    parameters holding their own memory: a subclass such as DTensor reports a null data pointer
+    (the kernel would read address 0), and a negative view holds its values un-negated. The
+    tensor's rows go into the slab of its device and stream, a new slab when the last is full.
+    Sums and squares add up in float64 (finite float32 numbers can sum to inf in float32); max,
+    min and the NaN count in float32. A kernel that fails to compile or launch turns the fused
+    path off for the rest of the process, with one warning.
     """
-    if not enabled() or tensor.dtype not in _eligible or not tensor.is_contiguous():
+    if not enabled() or tensor.dtype not in _eligible or type(tensor) not in _plain:
+        return None
+    device = tensor.device
+    if device.type != _device_type or not tensor.is_contiguous() or tensor.is_neg():
         return None
     count = tensor.numel()
-    if count >= _MAX_ELEMENTS:
+    if count >= _MAX_ELEMENTS or tensor.data_ptr() == 0:
         return None
     torch = sys.modules["torch"]
-    device = tensor.device
     stream = 0
     if device.type == "cuda":
         if device.index != torch._C._cuda_getDevice():  # without torch.cuda's lazy-init check
@@ -180,7 +191,8 @@ def launch(tensor: Any) -> SlabStats | None:
 def _run(tensor: Any, slab: Slab, start: int, count: int, rounds: int, programs: int) -> None:
     """Launch the kernel: through Triton the first time for each dtype and alignment, then directly."""
     global _direct
-    key = (tensor.dtype, tensor.data_ptr() % 16 == 0)  # what Triton specialises a pointer on
+    # what Triton specialises a pointer on, and the device its compiled function was loaded on
+    key = (tensor.device.index, tensor.dtype, tensor.data_ptr() % 16 == 0)
     compiled = _COMPILED.get(key) if _direct else None
     rows = slab.rows
     if compiled is not None:
@@ -191,20 +203,28 @@ def _run(tensor: Any, slab: Slab, start: int, count: int, rounds: int, programs:
             log.info("dump: the statistics kernel is launched through Triton (%s)", exc)
             _direct = False
     compiled = _kernel[(programs,)](tensor, rows, start, count, rounds, BLOCK=BLOCK, num_warps=8)
-    if _direct and tensor.device.type == "cuda" and callable(getattr(compiled, "__getitem__", None)):
+    if _device_type == "cpu":  # the interpreter ran it; it returns no compiled kernel
+        return
+    if compiled is None:  # a Triton cache hook (knobs.runtime.jit_cache_hook) may skip the launch
+        raise RuntimeError("Triton returned without launching the kernel")
+    if _direct and callable(getattr(compiled, "__getitem__", None)):
         _COMPILED[key] = compiled
 
 
-def slab_copies(torch: Any, stats: Sequence[SlabStats]) -> Callable[[], list[list[float | None]]]:
+def slab_copies(
+    torch: Any, stats: Sequence[SlabStats], slabs: Sequence[Slab]
+) -> Callable[[], list[list[float | None]]]:
     """Start copying the rows of ``stats`` to the host, one copy per slab; return the wait for their rows.
 
+    ``slabs`` holds each statistic's slab as the caller read it, before anything could let it go
+    (the training thread drops a staged statistic's slab while the writer's may stage it too).
     On CUDA the copy runs on the stream the slab's kernels ran on and lands in pinned memory
     behind an event that the writer's thread waits on; elsewhere (the interpreter's CPU tensors)
     the rows are read then.
     """
     by_slab: dict[int, tuple[Slab, list[int]]] = {}
-    for index, found in enumerate(stats):
-        by_slab.setdefault(id(found.slab), (found.slab, []))[1].append(index)  # type: ignore[arg-type]
+    for index, slab in enumerate(slabs):
+        by_slab.setdefault(id(slab), (slab, []))[1].append(index)
     waits: list[tuple[Callable[[], np.ndarray], int, list[int]]] = []
     for slab, members in by_slab.values():
         low = min(stats[i].start for i in members)
@@ -240,7 +260,7 @@ def _copy_rows(torch: Any, rows: Any, stream: int) -> Callable[[], np.ndarray]:
         done = torch.cuda.Event()
         if stream == torch._C._cuda_getCurrentRawStream(rows.device.index):
             host.copy_(rows, non_blocking=True)
-            done.record()
+            done.record(torch.cuda.current_stream(rows.device))  # the copy's device, not the current one
         else:  # the kernels ran on a side stream (or autograd's): the copy goes there too
             with torch.cuda.stream(torch.cuda.ExternalStream(stream, device=rows.device)):
                 host.copy_(rows, non_blocking=True)
