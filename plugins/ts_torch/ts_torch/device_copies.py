@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ts_torch.fused_stats import SlabStats, slab_copies
+from ts_torch.fused_stats import SlabStats, copy_to_host_later, slab_copies
 from tscore.plugin_api import PendingArray
 
 log = logging.getLogger(__name__)
@@ -148,25 +148,10 @@ def _one_device(
     torch: Any, values: Sequence[tuple[Any, Any, Any, Any]], counts: Sequence[int]
 ) -> Callable[[], Rows]:
     """Gather one device's statistics (max, min, mean, variance each), start their copy; return the wait."""
-    device = values[0][0].device
     with torch._C.DisableTorchFunction():
         flat = torch.stack([v for four in values for v in four])
-        if device.type != "cuda":
-
-            def read_now() -> Rows:
-                return _rows(flat.double().cpu().numpy(), counts)
-
-            return read_now
-        host = torch.empty(flat.shape, dtype=flat.dtype, pin_memory=True)
-        host.copy_(flat, non_blocking=True)
-        done = torch.cuda.Event()
-        done.record(torch.cuda.current_stream(device))
-
-    def wait() -> Rows:
-        done.synchronize()  # releases the GIL while it waits: the training thread runs on
-        return _rows(host.numpy(), counts)
-
-    return wait
+    read = copy_to_host_later(torch, flat)
+    return lambda: _rows(read(), counts)
 
 
 def _rows(values: np.ndarray, counts: Sequence[int]) -> Rows:

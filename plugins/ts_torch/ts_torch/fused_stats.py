@@ -229,7 +229,7 @@ def slab_copies(
     for slab, members in by_slab.values():
         low = min(stats[i].start for i in members)
         high = max(stats[i].start + stats[i].programs for i in members)
-        waits.append((_copy_rows(torch, slab.rows[low : high + 1], slab.stream), low, members))
+        waits.append((copy_to_host_later(torch, slab.rows[low : high + 1], slab.stream), low, members))
     counts = [s.count for s in stats]
     places = [(s.start, s.programs) for s in stats]
 
@@ -250,24 +250,29 @@ def slab_copies(
     return wait
 
 
-def _copy_rows(torch: Any, rows: Any, stream: int) -> Callable[[], np.ndarray]:
-    """Start copying ``rows`` to the host on ``stream``, after the kernels that wrote them."""
+def copy_to_host_later(torch: Any, values: Any, stream: int | None = None) -> Callable[[], np.ndarray]:
+    """Start copying a small device tensor to the host; return the read that waits for it (writer's thread).
+
+    On CUDA: into pinned memory with ``non_blocking``, on ``stream`` (a raw CUDA stream: where the
+    kernels that wrote ``values`` ran; None for the current one of its device) behind an event.
+    Elsewhere the read copies when it is called, off the training thread. Used for the kernel's
+    rows and for the ATen reductions' stacked values (:mod:`ts_torch.device_copies`).
+    """
     with torch._C.DisableTorchFunction():
-        if rows.device.type != "cuda":
-            host = rows.clone()
-            return lambda: host.numpy()
-        host = torch.empty(rows.shape, dtype=rows.dtype, pin_memory=True)
+        if values.device.type != "cuda":
+            return lambda: values.cpu().numpy()  # type: ignore[no-any-return]
+        host = torch.empty(values.shape, dtype=values.dtype, pin_memory=True)
         done = torch.cuda.Event()
-        if stream == torch._C._cuda_getCurrentRawStream(rows.device.index):
-            host.copy_(rows, non_blocking=True)
-            done.record(torch.cuda.current_stream(rows.device))  # the copy's device, not the current one
+        if stream is None or stream == torch._C._cuda_getCurrentRawStream(values.device.index):
+            host.copy_(values, non_blocking=True)
+            done.record(torch.cuda.current_stream(values.device))  # the copy's device, not the current one
         else:  # the kernels ran on a side stream (or autograd's): the copy goes there too
-            with torch.cuda.stream(torch.cuda.ExternalStream(stream, device=rows.device)):
-                host.copy_(rows, non_blocking=True)
+            with torch.cuda.stream(torch.cuda.ExternalStream(stream, device=values.device)):
+                host.copy_(values, non_blocking=True)
                 done.record()
 
     def read() -> np.ndarray:
-        done.synchronize()  # releases the GIL while it waits
+        done.synchronize()  # releases the GIL while it waits: the training thread runs on
         return host.numpy()  # type: ignore[no-any-return]
 
     return read
