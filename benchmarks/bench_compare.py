@@ -230,6 +230,7 @@ def main() -> None:
         folders[f"many-{count}"] = make_many(args.dir, count)
     tools: list[tuple[str, str, list[str]]] = [
         ("tscore", sys.executable, ["auto"]),
+        ("tscore", sys.executable, ["c"]),
         ("tscore", sys.executable, ["numba"]),
         ("tscore", sys.executable, ["numpy"]),
     ]
@@ -247,8 +248,8 @@ def main() -> None:
                 many = workload.startswith("many-")
                 if many and tool == "troubleshooter" and int(workload[5:]) > args.ts_many_max:
                     continue
-                if many and options and options[0] == "numba":
-                    continue  # small files never reach the numba kernel
+                if many and options and options[0] in ("c", "numba"):
+                    continue  # small files never reach the compiled kernels
                 label = f"{tool} ({options[0]})" if options else tool
                 samples.setdefault(label, []).append(
                     run_child(

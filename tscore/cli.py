@@ -176,7 +176,7 @@ def _add_compare(commands: Any) -> None:
     compare.add_argument("-q", "--quiet", action="store_true", help="print no table")
     compare.add_argument("--processes", type=_positive_int, help="worker processes (default: automatic)")
     compare.add_argument(
-        "--kernel", choices=KERNEL_NAMES, help="compare kernel (default: numba when installed)"
+        "--kernel", choices=KERNEL_NAMES, help="compare kernel (default: the fastest one installed)"
     )
     compare.set_defaults(run=_cmd_compare)
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import tscore as ts
-from tscore.compare import CompareReport, PairStatus, segments
+from tscore.compare import CompareReport, PairStatus, blocks, segments
 from tscore.errors import TargetPathError
 
 
@@ -230,6 +230,7 @@ def test_json_round_trips(tmp_path: Path) -> None:
 
 def test_parallel_runs_equal_the_serial_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(segments, "SEGMENT_ELEMENTS", 1000)  # one pair becomes several segments
+    monkeypatch.setattr(blocks, "SMALL_FILE_BYTES", 1024)  # memory-mapped and cut, not read whole
     rng = np.random.default_rng(5)
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
@@ -240,8 +241,9 @@ def test_parallel_runs_equal_the_serial_run(tmp_path: Path, monkeypatch: pytest.
         noisy = x + rng.standard_normal(x.shape) * 1e-4
         np.save(b / f"{i}.npy", np.asfortranarray(noisy) if i == 3 else noisy)
     serial = ts.migrator.compare_npy_dir(a, b, print_level=0, num_processes=1, kernel="numpy")
-    for kernel in ("numpy", "numba"):
+    for kernel in ("c", "numpy", "numba"):
         parallel = ts.migrator.compare_npy_dir(a, b, print_level=0, num_processes=2, kernel=kernel)
+        assert parallel.kernel == kernel
         for one, other in zip(serial.pairs, parallel.pairs, strict=True):
             assert one.ratio_close == other.ratio_close and one.max_abs_diff == other.max_abs_diff
             assert one.mean_abs_diff == pytest.approx(other.mean_abs_diff, rel=1e-12)

@@ -1,19 +1,22 @@
-"""Every compare metric against a direct numpy computation, through both kernels."""
+"""Every compare metric against a direct numpy computation, through every kernel."""
 
 from __future__ import annotations
 
 import math
 
+import hypothesis
+import hypothesis.extra.numpy as hnp
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import strategies as st
 
-from tscore.compare import compare_arrays, numba_kernel, pair_stats
+from tscore.compare import c_kernel, compare_arrays, numba_kernel, pair_stats
 from tscore.compare.kernels import flat_stats, logical_stats, resolve_kernel
 from tscore.compare.report import PairStatus
 from tscore.errors import TscoreError
 
-KERNELS = ["numpy", "numba"]
+KERNELS = ["c", "numpy", "numba"]
 
 
 @pytest.fixture(params=KERNELS)
@@ -206,14 +209,82 @@ def test_dtype_mismatch_is_its_own_status() -> None:
     assert "float16 vs float32" in row.message
 
 
-def test_kernel_choice() -> None:
+def test_kernel_choice_takes_the_c_kernel_whatever_the_size() -> None:
     assert resolve_kernel("numpy") == "numpy"
+    assert resolve_kernel("c") == "c"
+    assert resolve_kernel("auto", data_bytes=1000) == "c"  # no start-up to pay for
+    assert resolve_kernel("auto", data_bytes=4 << 30) == "c"
+    with pytest.raises(TscoreError, match="unknown compare kernel"):
+        resolve_kernel("cuda")
+
+
+def test_without_the_c_kernel_auto_weighs_numba_start_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An install built with no C compiler: numpy for small work, numba where its start-up pays."""
+    monkeypatch.setattr(c_kernel, "load_error", lambda: "the C compare kernel was not built")
     assert resolve_kernel("auto", data_bytes=1000) == "numpy"  # numba's start-up would dominate
     assert resolve_kernel("auto", data_bytes=4 << 30) == "numba"
     assert numba_kernel.loaded()  # now numba pays off from 64 MB
     assert resolve_kernel("auto", data_bytes=1 << 30) == "numba"
-    with pytest.raises(TscoreError, match="unknown compare kernel"):
-        resolve_kernel("cuda")
+    with pytest.raises(TscoreError, match="was not built"):
+        resolve_kernel("c")
+
+
+def test_the_install_built_the_c_kernel() -> None:
+    """Every test session installs tscore from source with gcc there: the C runs must not fall back."""
+    assert c_kernel.load_error() is None
+    assert c_kernel.LIBRARY_PATH.exists()
+    assert c_kernel.supports(np.dtype(np.float16)) and c_kernel.supports(np.dtype(ml_dtypes.bfloat16))
+    assert not c_kernel.supports(np.dtype(">f4")) and not c_kernel.supports(np.dtype(np.complex64))
+
+
+def test_c_kernel_takes_mixed_dtypes_unaligned_and_strided_memory() -> None:
+    """Every pair of element types it reads, and memory it must copy first, against numpy's kernel."""
+    rng = np.random.default_rng(11)
+    base = rng.standard_normal(3001) * 50
+    kinds = [np.float64, np.float32, np.float16, ml_dtypes.bfloat16, np.int8, np.int32, np.uint16, np.bool_]
+    for left in kinds:
+        for right in kinds:
+            a = base.astype(left)
+            b = (base + rng.standard_normal(base.size)).astype(right)
+            got = flat_stats(a, b, 1e-3, 1e-3, False, "c")
+            want = pair_stats.numpy_stats(a, b, 1e-3, 1e-3, False)
+            assert (got.close, got.finite, got.max_abs, got.rel_1e3) == (
+                want.close,
+                want.finite,
+                want.max_abs,
+                want.rel_1e3,
+            ), (left, right)
+            assert got.dot_ab == pytest.approx(want.dot_ab, rel=1e-12, abs=1e-9), (left, right)
+    raw = np.zeros(4 * 1000 + 1, dtype=np.uint8)
+    unaligned = raw[1:].view(np.float32)
+    unaligned[:] = base[:1000]
+    assert not unaligned.flags.aligned
+    assert c_kernel.c_stats(unaligned, unaligned.astype(np.float64), 0, 0, False).close == 1000
+    strided = base[::3]
+    assert c_kernel.c_stats(strided, strided.copy(), 0, 0, False).close == strided.size
+    with pytest.raises(ValueError, match="equal length"):
+        c_kernel.c_stats(base[:3], base[:4], 0, 0, False)
+    with pytest.raises(ValueError, match="does not read"):
+        c_kernel.c_stats(base.astype(">f8"), base, 0, 0, False)
+
+
+def test_c_kernel_finds_a_nan_at_any_place_of_its_blocks() -> None:
+    """A non-finite value sends its block of 2048 down the careful path, wherever it is."""
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal(3 * 2048 + 5)
+    b = a + rng.standard_normal(a.size) * 1e-3
+    for place in (0, 2047, 2048, 4095, a.size - 1):
+        x, y = a.copy(), b.copy()
+        x[place], y[place] = np.nan, np.inf
+        got = c_kernel.c_stats(x, y, 1e-4, 1e-4, False)
+        want = pair_stats.numpy_stats(x, y, 1e-4, 1e-4, False)
+        assert (got.finite, got.close, got.orig_nan, got.target_inf) == (
+            want.finite,
+            want.close,
+            want.orig_nan,
+            want.target_inf,
+        )
+        assert got.sum_sq == pytest.approx(want.sum_sq, rel=1e-12) and got.max_rel == want.max_rel
 
 
 def test_numba_kernel_is_installed_for_the_tests() -> None:
@@ -240,3 +311,41 @@ def test_euclidean_distance_and_thousandths_ratios_equal_numpy(kernel: str, size
     assert stats.one_thousandth == pytest.approx(float(np.mean((d < 0.001 * t) | (d == 0))), rel=1e-12)
     assert stats.five_thousandths == pytest.approx(float(np.mean((d < 0.005 * t) | (d == 0))), rel=1e-12)
     assert 0 < stats.one_thousandth <= stats.five_thousandths <= 1
+
+
+_ELEMENT_DTYPES = [np.float64, np.float32, np.float16]
+
+
+@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.given(
+    data=st.data(),
+    size=st.integers(0, 5000),
+    dtypes=st.tuples(st.sampled_from(_ELEMENT_DTYPES), st.sampled_from(_ELEMENT_DTYPES)),
+    tolerances=st.sampled_from([(1e-4, 1e-4), (0.0, 0.0), (1e-2, 0.0), (0.0, 1e-3)]),
+    equal_nan=st.booleans(),
+)
+def test_c_kernel_equals_numpys_on_any_values(data, size, dtypes, tolerances, equal_nan) -> None:
+    """Every count and maximum as numpy's kernel gives it, exactly; every sum to rounding.
+
+    Values drawn from everything a float can hold (NaN, infinities, zeros of both signs,
+    subnormals, values too large to square), at any place of the kernel's blocks.
+    """
+    pair = []
+    for dtype in dtypes:
+        elements = hnp.from_dtype(np.dtype(dtype), allow_nan=True, allow_infinity=True, allow_subnormal=True)
+        pair.append(data.draw(hnp.arrays(dtype, size, elements=elements)))
+    if data.draw(st.booleans()):  # mostly-close values, so that the tolerance tests are exercised
+        with np.errstate(over="ignore", invalid="ignore"):
+            scaled = pair[0].astype(np.float64) * (1 + 1e-3 * data.draw(st.floats(-1, 1)))
+            pair[1] = scaled.astype(dtypes[1])
+    got = c_kernel.c_stats(pair[0], pair[1], *tolerances, equal_nan)
+    want = pair_stats.numpy_stats(pair[0], pair[1], *tolerances, equal_nan)
+    exact = ("elements", "close", "finite", "orig_nan", "orig_inf", "target_nan", "target_inf")
+    exact += ("max_abs", "max_rel", "rel_1e3", "rel_5e3")
+    assert {f: getattr(got, f) for f in exact} == {f: getattr(want, f) for f in exact}
+    for name in ("sum_abs", "dot_ab", "dot_aa", "dot_bb", "sum_sq"):
+        mine, theirs = getattr(got, name), getattr(want, name)
+        if math.isfinite(theirs):
+            assert mine == pytest.approx(theirs, rel=1e-9, abs=1e-300), name
+        else:  # sums of values too large to square: inf, or NaN for inf - inf, by the order of the sum
+            assert not math.isfinite(mine), name

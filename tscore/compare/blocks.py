@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from tscore.compare import name_maps, segments
-from tscore.compare.kernels import resolve_kernel
+from tscore.compare.kernels import THREADED_KERNELS, resolve_kernel
 from tscore.compare.npy_layout import NpyLayout, NpyMissingError, NpyReadError, array_from_bytes, read_npy
 from tscore.compare.pair_stats import PairStats, batch_stats
 from tscore.compare.report import PairResult, PairStatus, RenderedRows, render_rows
@@ -236,7 +236,7 @@ def _cpu_count() -> int:
 
 
 def _executor(kernel: str, workers: int) -> cf.Executor:
-    """Threads for the numba kernel, which releases the GIL; processes for the numpy kernel.
+    """Threads for the compiled kernels, which let go of the GIL; processes for the numpy kernel.
 
     Processes are started by fork, as TroubleShooter's are: ``spawn`` and
     ``forkserver`` workers import the user's ``__main__`` again, which
@@ -244,7 +244,7 @@ def _executor(kernel: str, workers: int) -> cf.Executor:
     ``if __name__ == "__main__":`` guard (the spec's examples do). The
     workers only read files and run numpy, which is safe after fork.
     """
-    if kernel == "numba":
+    if kernel in THREADED_KERNELS:
         return cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tscore-compare")
     return cf.ProcessPoolExecutor(
         max_workers=workers,
@@ -254,7 +254,7 @@ def _executor(kernel: str, workers: int) -> cf.Executor:
 
 
 def _parallel_allowed(kernel: str) -> bool:
-    return kernel == "numba" or "fork" in multiprocessing.get_all_start_methods()
+    return kernel in THREADED_KERNELS or "fork" in multiprocessing.get_all_start_methods()
 
 
 def _workers_for(num_processes: int | None, plan: Plan, kernel: str) -> int:
@@ -349,7 +349,7 @@ class Settings:
     rtol: float
     atol: float
     equal_nan: bool
-    kernel: str | None  # asked for: None, "auto", "numpy" or "numba"
+    kernel: str | None  # asked for: None, "auto", "c", "numpy" or "numba"
     num_processes: int | None
     want_json: bool
     keep_all: bool

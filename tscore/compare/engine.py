@@ -146,8 +146,8 @@ def compare_npy_dir(
     columns. A progress bar shows on a terminal. ``output_file`` ending in
     ``.json`` gets JSON, any other name CSV, written as the rows come. The
     folders may be parents of ``rank{r}`` folders. ``num_processes``
-    (default: the cores, when there is enough work) sets the workers; ``kernel`` picks ``"numpy"`` or
-    ``"numba"`` (default: whichever finishes first, see :mod:`tscore.compare.kernels`).
+    (default: the cores, when there is enough work) sets the workers; ``kernel`` picks ``"c"``,
+    ``"numpy"`` or ``"numba"`` (default: whichever finishes first, see :mod:`tscore.compare.kernels`).
 
     :raises TargetPathError: a folder missing or without ``.npy`` files, or
         ``output_file`` in a missing folder, before any work.
@@ -191,7 +191,7 @@ def compare_npy_dir(
         atol=float(atol),
         equal_nan=bool(equal_nan),
         match=match,
-        kernel="numba" if "numba" in kernels else "numpy",
+        kernel=next((name for name in ("c", "numba") if name in kernels), "numpy"),
         total=len(pairs),
         counts=stream.counts,
         pairs=stream.kept,

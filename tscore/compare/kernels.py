@@ -1,11 +1,14 @@
 """Choosing the compare kernel and feeding it arrays of any layout.
 
-Two kernels compute the same :class:`~tscore.compare.pair_stats.PairStats`:
-numpy (always there) and numba (``pip install tscore[fast]``). On two cores
-numba compares about 5.5 GB/s and numpy about 2.5 GB/s, but loading numba
-costs about 0.65 s in a fresh process, so ``auto`` takes numba once it is
-loaded or for :data:`NUMBA_COLD_MIN_BYTES` or more, and numpy otherwise.
-The environment variable ``TSCORE_COMPARE_KERNEL=numpy|numba`` forces one.
+Three kernels compute the same :class:`~tscore.compare.pair_stats.PairStats`:
+C (built into the wheel where a C compiler is there, loaded in a millisecond),
+numpy (always there) and numba (``pip install tscore[fast]``). The C and numba
+kernels read each element once and let go of the GIL, so threads share the
+work; numpy makes about fifteen passes over float64 copies of each chunk, in
+worker processes. ``auto`` takes C when it was built; otherwise numba once it
+is loaded or for :data:`NUMBA_COLD_MIN_BYTES` or more (loading it costs about
+0.65 s in a fresh process), and numpy below. The environment variable
+``TSCORE_COMPARE_KERNEL=c|numpy|numba`` forces one.
 """
 
 from __future__ import annotations
@@ -17,11 +20,13 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from tscore.compare import numba_kernel
+from tscore.compare import c_kernel, numba_kernel
 from tscore.compare.pair_stats import CHUNK_ELEMENTS, PairStats, numpy_stats
 from tscore.errors import TscoreError
 
-KERNEL_NAMES = ("auto", "numpy", "numba")
+KERNEL_NAMES = ("auto", "c", "numpy", "numba")
+# Kernels whose calls let go of the GIL: threads share their work, no worker processes.
+THREADED_KERNELS = frozenset({"c", "numba"})
 KERNEL_ENV = "TSCORE_COMPARE_KERNEL"
 NUMBA_WARM_MIN_BYTES = 64 << 20  # numba already loaded: worth it from here
 NUMBA_COLD_MIN_BYTES = 3 << 30  # numba to load first: numpy finishes sooner below this
@@ -39,31 +44,34 @@ def kernel_name(kernel: str | None = None) -> str:
 
 
 def resolve_kernel(kernel: str | None = None, data_bytes: int = 0) -> str:
-    """Return ``"numpy"`` or ``"numba"`` for a comparison of ``data_bytes`` (both sides).
+    """Return ``"c"``, ``"numpy"`` or ``"numba"`` for a comparison of ``data_bytes`` (both sides).
 
-    :raises TscoreError: for an unknown name, or ``"numba"`` when numba cannot be loaded.
+    :raises TscoreError: for an unknown name, or a kernel asked for by name that cannot be loaded.
     """
     name = kernel_name(kernel)
     if name == "auto":
+        if c_kernel.load_error() is None:
+            return "c"
         threshold = NUMBA_WARM_MIN_BYTES if numba_kernel.loaded() else NUMBA_COLD_MIN_BYTES
         if data_bytes >= threshold and numba_kernel.load_error() is None:
             return "numba"
         return "numpy"
-    if name == "numba":
-        problem = numba_kernel.load_error()
-        if problem:
-            raise TscoreError(problem)
+    problem = {"c": c_kernel.load_error, "numba": numba_kernel.load_error}.get(name, lambda: None)()
+    if problem:
+        raise TscoreError(problem)
     return name
 
 
 def flat_stats(
     a: np.ndarray, b: np.ndarray, rtol: float, atol: float, equal_nan: bool, kernel: str
 ) -> PairStats:
-    """Compare two 1-d arrays of equal length with ``kernel`` (``"numpy"`` or ``"numba"``).
+    """Compare two 1-d arrays of equal length with ``kernel`` (``"c"``, ``"numpy"`` or ``"numba"``).
 
-    The numba kernel is used only for dtypes it reads; others fall back to numpy.
+    A compiled kernel is used only for dtypes it reads; others fall back to numpy.
     """
     a, b = np.asarray(a), np.asarray(b)  # plain views of np.memmap, which numba does not type
+    if kernel == "c" and c_kernel.supports(a.dtype) and c_kernel.supports(b.dtype):
+        return c_kernel.c_stats(a, b, rtol, atol, equal_nan)
     if kernel == "numba" and numba_kernel.supports(a.dtype) and numba_kernel.supports(b.dtype):
         return numba_kernel.numba_stats(a, b, rtol, atol, equal_nan)
     return numpy_stats(a, b, rtol, atol, equal_nan)

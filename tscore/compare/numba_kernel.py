@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tscore.compare.pair_stats import PairStats
+from tscore.compare.pair_stats import ACCUMULATOR_FIELDS, PairStats, from_accumulator
 
 logger = logging.getLogger(__name__)
 
@@ -69,24 +69,7 @@ def numba_stats(a: np.ndarray, b: np.ndarray, rtol: float, atol: float, equal_na
     Integer counts come back through a float64 array, exact up to 2**53
     elements.
     """
-    out = np.zeros(15)
+    out = np.zeros(len(ACCUMULATOR_FIELDS))
     if a.size:
         _compiled()(a, b, float(rtol), float(atol), bool(equal_nan), out)
-    return PairStats(
-        elements=int(a.size),
-        close=int(out[0]),
-        finite=int(out[1]),
-        sum_abs=float(out[2]),
-        max_abs=float(out[3]),
-        max_rel=float(out[4]),
-        dot_ab=float(out[5]),
-        dot_aa=float(out[6]),
-        dot_bb=float(out[7]),
-        orig_nan=int(out[8]),
-        orig_inf=int(out[9]),
-        target_nan=int(out[10]),
-        target_inf=int(out[11]),
-        sum_sq=float(out[12]),
-        rel_1e3=int(out[13]),
-        rel_5e3=int(out[14]),
-    )
+    return from_accumulator(int(a.size), out)

@@ -37,14 +37,12 @@ def careful_block(
             acc[6] += x * x
             acc[7] += y * y
             acc[12] += d * d
-            if d < 0.001 * ay or d == 0.0:
+            r = 0.0 if d == 0.0 else d / ay  # x/0 is inf
+            if r < 0.001:
                 acc[13] += 1.0
-            if d < 0.005 * ay or d == 0.0:
+            if r < 0.005:
                 acc[14] += 1.0
-            if ay > 0.0:
-                acc[4] = max(acc[4], d / ay)
-            elif d > 0.0:
-                acc[4] = np.inf
+            acc[4] = max(acc[4], r)
         else:
             if np.isnan(x):
                 acc[8] += 1.0
@@ -95,9 +93,9 @@ def accumulate(a: Any, b: Any, rtol: float, atol: float, equal_nan: bool, acc: A
             dot_aa += x * x
             dot_bb += y * y
             sum_sq += d * d
-            rel_1e3 += (d < 0.001 * ay) | (d == 0.0)
-            rel_5e3 += (d < 0.005 * ay) | (d == 0.0)
-            r = d / ay  # 0/0 is NaN and loses every comparison: equal zeros count as 0
+            r = d / ay  # 0/0 is NaN and loses every comparison: equal zeros count as 0 and as within
+            rel_1e3 += (r < 0.001) | (d == 0.0)
+            rel_5e3 += (r < 0.005) | (d == 0.0)
             max_rel = r if r > max_rel else max_rel
         if np.isfinite(dot_aa) and np.isfinite(dot_bb) and np.isfinite(sum_abs):
             acc[0] += close

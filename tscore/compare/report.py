@@ -290,7 +290,7 @@ class CompareReport(BaseModel):
     atol: float
     equal_nan: bool
     match: str = Field(description="how files were paired: name, number, shape or custom")
-    kernel: str = Field(description="the compare kernel used: numpy or numba")
+    kernel: str = Field(description="the compare kernel used: c, numpy or numba")
     total: int = Field(description="the number of pairs compared")
     counts: dict[str, int] = Field(description="pairs per status, plus passed and failed")
     pairs: list[PairResult] = Field(

@@ -251,7 +251,7 @@ def _compare_blocks(
     def one(value: tuple[Any, Any]) -> Row:
         return compare_items(*value, use_tensors=use_tensors, tolerance=tolerance, kernel=kernel)
 
-    # reading a tensor file and the compare kernel (numba, numpy) release the GIL: threads overlap
+    # reading a tensor file and the compare kernels (C, numba, numpy) release the GIL: threads overlap
     threads = use_tensors and workers != 1
     pool = cf.ThreadPoolExecutor(max_workers=workers or min(4, os.cpu_count() or 1)) if threads else None
     stream = DumpRowStream(basis, csv_path, stack_mode)
