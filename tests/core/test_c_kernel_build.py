@@ -1,0 +1,61 @@
+"""The C compare kernel's build: in the wheel where a compiler works, a pure-Python wheel where none does."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tscore.compare import c_kernel, compare_arrays
+from tscore.compare.kernels import resolve_kernel
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def build_wheel(folder: Path, **environment: str) -> zipfile.ZipFile:
+    """Build tscore's wheel from this checkout as pip does (isolated, hatchling from the index)."""
+    env = {**os.environ, **environment}
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(folder), str(ROOT)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    (wheel,) = folder.glob("tscore-*.whl")
+    return zipfile.ZipFile(wheel)
+
+
+def test_the_wheel_carries_the_kernel_and_a_platform_tag(tmp_path: Path) -> None:
+    wheel = build_wheel(tmp_path)
+    assert "tscore/compare/_pair_kernel.so" in wheel.namelist()
+    assert not Path(wheel.filename).name.endswith("-none-any.whl")
+
+
+@pytest.mark.parametrize("environment", [{"TSCORE_NO_C_KERNEL": "1"}, {"CC": "false"}])
+def test_without_a_working_compiler_the_wheel_is_pure_python(tmp_path: Path, environment: dict) -> None:
+    """``false`` is a compiler that fails on every file: the install goes on without the kernel."""
+    wheel = build_wheel(tmp_path, **environment)
+    assert Path(wheel.filename).name.endswith("-py3-none-any.whl")
+    assert not [name for name in wheel.namelist() if name.endswith(".so")]
+    assert "tscore/compare/c_kernel.py" in wheel.namelist()
+
+
+def test_without_the_library_comparisons_run_on_numpy(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """What an install with no compiler sees: a reason naming the fix, and the same numbers from numpy."""
+    monkeypatch.setattr(c_kernel, "LIBRARY_PATH", tmp_path / "_pair_kernel.so")
+    reason = c_kernel.load_error.__wrapped__()
+    assert reason is not None and "C compiler" in reason and "_pair_kernel.so" in reason
+    monkeypatch.setattr(c_kernel, "load_error", lambda: reason)
+    assert resolve_kernel("auto") == "numpy"
+    a = np.linspace(-3, 3, 1000)
+    row = compare_arrays(a, a + 1e-6)
+    assert row.allclose and row.max_abs_diff == pytest.approx(1e-6)
