@@ -265,8 +265,12 @@ class _Filter:
         self.in_range = not self.scope
         self.range_done = False
         self.seen: set[str] = set()
+        # no list, API or range given: every call is wanted, and no name needs spelling out to say so
+        self.everything = not (self.names or self.fragments or self.apis or self.scope)
 
     def wants(self, name: CallName) -> bool:
+        if self.everything:
+            return True
         full = name.ptdbg
         self.seen.add(full)
         if self.scope:

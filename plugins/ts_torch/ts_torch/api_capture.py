@@ -99,6 +99,7 @@ class ApiCapture:
         self._busy = 0
         self._installed = False
         self._node_handles: list[Any] = []
+        self._weak_self = weakref.ref(self)  # what each backward hook holds: no dump kept alive by a graph
 
     def install(self) -> HookHandles:
         """Push the mode; the returned handles pop it and drop the backward hooks still pending."""
@@ -156,13 +157,18 @@ class ApiCapture:
         tensor) made no node of its own: its output's ``grad_fn`` belongs to an earlier call,
         and it has no backward to report.
         """
-        nodes = _grad_fns(output)
-        if not nodes:
+        tensor = self._torch.Tensor
+        if isinstance(output, tensor):  # the common case: one tensor, no list of nodes built
+            node = output.grad_fn
+        else:
+            nodes = _grad_fns(output)
+            node = nodes[0] if nodes else None
+        if node is None:
             return
-        inputs = {id(getattr(a, "grad_fn", None)) for a in args if isinstance(a, self._torch.Tensor)}
-        if id(nodes[0]) in inputs:
-            return
-        self._node_handles.append(nodes[0].register_hook(_BackwardHook(weakref.ref(self), token)))
+        for arg in args:
+            if isinstance(arg, tensor) and arg.grad_fn is node:
+                return
+        self._node_handles.append(node.register_hook(_BackwardHook(self._weak_self, token)))
 
 
 class _BackwardHook:
