@@ -33,6 +33,9 @@ from tscore.dtypes import neutral_dtype
 
 # Below this many bytes (both sides) one process is faster than starting workers.
 PARALLEL_MIN_BYTES = 64 << 20
+# The same for threads, which the compiled kernels use: two ran 64 MB in 12.9 ms against 16.8 ms
+# for one, and 16 MB in the same time as one (C kernel, 2 cores)
+THREADS_MIN_BYTES = 32 << 20
 
 
 # ---------------------------------------------------------------- judging
@@ -262,7 +265,8 @@ def _workers_for(num_processes: int | None, plan: Plan, kernel: str) -> int:
         if isinstance(num_processes, bool) or not isinstance(num_processes, int) or num_processes < 1:
             raise ValueError(f"num_processes must be an integer >= 1 or None, got {num_processes!r}")
         return num_processes if _parallel_allowed(kernel) else 1
-    if plan.data_bytes < PARALLEL_MIN_BYTES or not _parallel_allowed(kernel):
+    least = THREADS_MIN_BYTES if kernel in THREADED_KERNELS else PARALLEL_MIN_BYTES
+    if plan.data_bytes < least or not _parallel_allowed(kernel):
         return 1
     return max(1, min(_cpu_count(), len(plan.work)))
 
