@@ -11,6 +11,7 @@ why).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import shutil
@@ -74,7 +75,10 @@ class PairKernelBuildHook(BuildHookInterface):  # type: ignore[type-arg]
         else:
             self._scratch = tempfile.mkdtemp(prefix="tscore-kernel-")
             library = Path(self._scratch, Path(LIBRARY).name)
-        command = [*compiler, *FLAGS, "-o", str(library), str(Path(self.root, SOURCE)), "-lm"]
+        source = Path(self.root, SOURCE)
+        digest = hashlib.sha256(source.read_bytes()).hexdigest()  # tscore.compare.c_kernel checks it
+        command = [*compiler, *FLAGS, f'-DTSCORE_KERNEL_SOURCE="{digest}"', "-o", str(library), str(source)]
+        command.append("-lm")
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode:
             self.app.display_warning(

@@ -51,11 +51,25 @@ def test_without_the_library_comparisons_run_on_numpy(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """What an install with no compiler sees: a reason naming the fix, and the same numbers from numpy."""
-    monkeypatch.setattr(c_kernel, "LIBRARY_PATH", tmp_path / "_pair_kernel.so")
+    monkeypatch.setattr(c_kernel, "candidates", lambda: [tmp_path / c_kernel.LIBRARY_NAME])
+    monkeypatch.setattr(c_kernel, "_function", c_kernel._function.__wrapped__)
     reason = c_kernel.load_error.__wrapped__()
-    assert reason is not None and "C compiler" in reason and "_pair_kernel.so" in reason
+    assert reason is not None and "not built" in reason and "C compiler" in reason
     monkeypatch.setattr(c_kernel, "load_error", lambda: reason)
     assert resolve_kernel("auto") == "numpy"
     a = np.linspace(-3, 3, 1000)
     row = compare_arrays(a, a + 1e-6)
     assert row.allclose and row.max_abs_diff == pytest.approx(1e-6)
+
+
+def test_a_library_built_from_another_source_is_not_used(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A library left by an older build (or another checkout) never computes this tscore's numbers."""
+    stale = tmp_path / c_kernel.LIBRARY_NAME
+    command = ["cc", "-O1", "-fPIC", "-shared", '-DTSCORE_KERNEL_SOURCE="0123"', "-o", str(stale)]
+    subprocess.run([*command, str(c_kernel.SOURCE_PATH), "-lm"], check=True, timeout=120)
+    monkeypatch.setattr(c_kernel, "candidates", lambda: [stale])
+    monkeypatch.setattr(c_kernel, "_function", c_kernel._function.__wrapped__)
+    reason = c_kernel.load_error.__wrapped__()
+    assert reason is not None and "built from another pair_kernel.c" in reason and str(stale) in reason

@@ -232,7 +232,7 @@ def test_without_the_c_kernel_auto_weighs_numba_start_up(monkeypatch: pytest.Mon
 def test_the_install_built_the_c_kernel() -> None:
     """Every test session installs tscore from source with gcc there: the C runs must not fall back."""
     assert c_kernel.load_error() is None
-    assert c_kernel.LIBRARY_PATH.exists()
+    assert any(path.is_file() for path in c_kernel.candidates())
     assert c_kernel.supports(np.dtype(np.float16)) and c_kernel.supports(np.dtype(ml_dtypes.bfloat16))
     assert not c_kernel.supports(np.dtype(">f4")) and not c_kernel.supports(np.dtype(np.complex64))
 

@@ -7,13 +7,21 @@ conventions of :mod:`tscore.compare.pair_stats`, and the tests run every metric
 through it and the numpy kernel. Without the library (an install with no
 compiler, or ``TSCORE_NO_C_KERNEL=1`` at build time) :func:`load_error` says why
 and the comparison runs on numpy.
+
+A library is used only when it was built from the very ``pair_kernel.c`` beside
+this module (the build stores the file's SHA-256 in it). It is looked for beside
+this module, then in the ``tscore`` folders of ``sys.path``: a source checkout
+that shadows an installed tscore of the same source (the test sessions run so)
+uses the installed library.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import hashlib
 import logging
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,9 +32,8 @@ from tscore.compare.pair_stats import ACCUMULATOR_FIELDS, PairStats, from_accumu
 
 logger = logging.getLogger(__name__)
 
-LIBRARY_PATH = Path(__file__).with_name("_pair_kernel.so")
-# The layout of pair_kernel.c this module speaks (its tscore_pair_kernel_version).
-LAYOUT_VERSION = 1
+LIBRARY_NAME = "_pair_kernel.so"
+SOURCE_PATH = Path(__file__).with_name("pair_kernel.c")
 # Element types the kernel reads, by the code pair_kernel.c gives them.
 DTYPE_CODES = {
     np.dtype(dtype): code
@@ -55,43 +62,68 @@ def supports(dtype: np.dtype) -> bool:
     return dtype in DTYPE_CODES and dtype.isnative
 
 
+def candidates() -> list[Path]:
+    """List the library files that may serve, in the order tried: beside this module, then on ``sys.path``."""
+    found = [Path(__file__).with_name(LIBRARY_NAME)]
+    for entry in sys.path:
+        path = Path(entry or ".", "tscore", "compare", LIBRARY_NAME)
+        if path.is_file() and all(not path.samefile(other) for other in found if other.is_file()):
+            found.append(path)
+    return found
+
+
 @functools.cache
 def _function() -> Callable[..., int]:
-    """Load the library once and return its ``tscore_pair_stats``, typed."""
-    library = ctypes.CDLL(str(LIBRARY_PATH))
-    version = library.tscore_pair_kernel_version()
-    if version != LAYOUT_VERSION:
-        raise OSError(f"{LIBRARY_PATH} has layout {version}, this tscore needs {LAYOUT_VERSION}")
-    function = library.tscore_pair_stats
-    function.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_int,
-        ctypes.c_void_p,
-        ctypes.c_int,
-        ctypes.c_int64,
-        ctypes.c_double,
-        ctypes.c_double,
-        ctypes.c_int,
-        ctypes.c_void_p,
-    ]
-    function.restype = ctypes.c_int
-    logger.debug("loaded the C compare kernel from %s", LIBRARY_PATH)
-    return function  # type: ignore[no-any-return]
+    """Load the first library built from this ``pair_kernel.c``; return its ``tscore_pair_stats``, typed.
+
+    :raises OSError: saying why no library serves.
+    """
+    expected = hashlib.sha256(SOURCE_PATH.read_bytes()).hexdigest().encode()
+    problems = []
+    for path in candidates():
+        if not path.is_file():
+            continue
+        try:
+            library = ctypes.CDLL(str(path))
+            source = library.tscore_pair_kernel_source
+        except (OSError, AttributeError) as exc:
+            problems.append(f"{path} cannot be loaded ({exc})")
+            continue
+        source.restype = ctypes.c_char_p
+        if source() != expected:
+            problems.append(f"{path} was built from another pair_kernel.c")
+            continue
+        function = library.tscore_pair_stats
+        function.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_int,
+            ctypes.c_void_p,
+            ctypes.c_int,
+            ctypes.c_int64,
+            ctypes.c_double,
+            ctypes.c_double,
+            ctypes.c_int,
+            ctypes.c_void_p,
+        ]
+        function.restype = ctypes.c_int
+        logger.debug("loaded the C compare kernel from %s", path)
+        return function  # type: ignore[no-any-return]
+    if not problems:
+        raise OSError(
+            f"the C compare kernel was not built (no {LIBRARY_NAME} beside {SOURCE_PATH.parent}): "
+            "reinstall tscore where a C compiler (cc) is on the PATH"
+        )
+    raise OSError(f"no C compare kernel built from this tscore: {'; '.join(problems)}; reinstall tscore")
 
 
 @functools.cache
 def load_error() -> str | None:
     """Load the library once; return why it cannot be used, or None when it can."""
-    if not LIBRARY_PATH.exists():
-        return (
-            f"the C compare kernel was not built ({LIBRARY_PATH.name} is not beside {Path(__file__).name}): "
-            "reinstall tscore where a C compiler (cc) is on the PATH"
-        )
     try:
         _function()
-    except (OSError, AttributeError) as exc:
-        logger.warning("the C compare kernel cannot load (%s); using numpy", exc)
-        return f"the C compare kernel cannot load: {exc}"
+    except OSError as exc:
+        logger.info("using the numpy compare kernel: %s", exc)
+        return str(exc)
     return None
 
 

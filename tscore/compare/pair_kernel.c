@@ -210,5 +210,12 @@ CLONES int tscore_pair_stats(const void *a, int code_a, const void *b, int code_
     return 0;
 }
 
-/* The layout version c_kernel.py checks, so that a stale library from an older build is not used. */
-int tscore_pair_kernel_version(void) { return 1; }
+/*
+ * The SHA-256 of this file as the build read it (hatch_build.py passes it): c_kernel.py uses a
+ * library only when it matches the pair_kernel.c beside it, so a library left by an older build or
+ * another checkout is never used.
+ */
+#ifndef TSCORE_KERNEL_SOURCE
+#define TSCORE_KERNEL_SOURCE ""
+#endif
+const char *tscore_pair_kernel_source(void) { return TSCORE_KERNEL_SOURCE; }
