@@ -224,14 +224,15 @@ from tscore.ptdbg import *
 import torch
 from torch import nn
 
-model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.Linear(16, 4)).half()
-with torch.no_grad():
-    model[2].weight.mul_(10000)
-
 # 在main函数起始位置固定随机数
 seed_all()
 # 默认不开启确定性计算，当需要使能确定性计算时需要使用以下模式
 seed_all(mode=True)
+
+# seeded first: with some initial weights fc2's backward overflows first, and fc1's only passes it on
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.Linear(16, 4)).half()
+with torch.no_grad():
+    model[2].weight.mul_(10000)
 
 # 注册溢出检测的hook：
 # 示例，检测到2次溢出后退出
