@@ -51,6 +51,16 @@ def _compiler() -> list[str] | None:
     return None
 
 
+def _arch_flags() -> list[str]:
+    """Return the architectures a macOS build asks for (``ARCHFLAGS``); none elsewhere."""
+    return shlex.split(os.environ.get("ARCHFLAGS", "")) if sys.platform == "darwin" else []
+
+
+def _platform_tag() -> str:
+    """Return the wheel's platform tag for this machine (``linux_x86_64``), as pip spells it."""
+    return sysconfig.get_platform().replace("-", "_").replace(".", "_")
+
+
 class PairKernelBuildHook(BuildHookInterface):  # type: ignore[type-arg]
     """Compile ``pair_kernel.c`` and put the library into the wheel."""
 
@@ -77,9 +87,12 @@ class PairKernelBuildHook(BuildHookInterface):  # type: ignore[type-arg]
             library = Path(self._scratch, Path(LIBRARY).name)
         source = Path(self.root, SOURCE)
         digest = hashlib.sha256(source.read_bytes()).hexdigest()  # tscore.compare.c_kernel checks it
-        command = [*compiler, *FLAGS, f'-DTSCORE_KERNEL_SOURCE="{digest}"', "-o", str(library), str(source)]
-        command.append("-lm")
+        command = [*compiler, *FLAGS, *_arch_flags(), f'-DTSCORE_KERNEL_SOURCE="{digest}"']
+        command += ["-o", str(library), str(source), "-lm"]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode:  # a compiler that cannot make the AVX2 clone: the baseline alone
+            command.insert(len(compiler), "-DTSCORE_NO_CLONES")
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode:
             self.app.display_warning(
                 f"compiling the C compare kernel failed ({shlex.join(command)}):\n{done.stderr}\n"
@@ -87,7 +100,8 @@ class PairKernelBuildHook(BuildHookInterface):  # type: ignore[type-arg]
             )
             return
         build_data["pure_python"] = False
-        build_data["infer_tag"] = True
+        # a plain C library, no Python C API: one wheel serves every Python of the platform
+        build_data["tag"] = f"py3-none-{_platform_tag()}"
         if version != "editable":
             build_data["force_include"][str(library)] = LIBRARY
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from tscore.compare import name_maps, segments
-from tscore.compare.kernels import THREADED_KERNELS, resolve_kernel
+from tscore.compare.kernels import THREADED_KERNELS, reads, resolve_kernel
 from tscore.compare.npy_layout import NpyLayout, NpyMissingError, NpyReadError, array_from_bytes, read_npy
 from tscore.compare.pair_stats import PairStats, batch_stats
 from tscore.compare.report import PairResult, PairStatus, RenderedRows, render_rows
@@ -378,6 +378,8 @@ def compare_block(
         plan = plan_block(names[len(rows) :], orig, target)
         progress(len(plan.rows))
         kernel = resolve_kernel(settings.kernel, plan.data_bytes)
+        if not all(reads(kernel, s.orig.dtype) and reads(kernel, s.target.dtype) for s in plan.work):
+            kernel = "numpy"  # a dtype the compiled kernel does not read: numpy, in processes, not threads
         workers = _workers_for(settings.num_processes, plan, kernel) if nested_workers else 1
         _execute(plan, settings.rtol, settings.atol, settings.equal_nan, kernel, workers, progress)
         rows += [plan.rows[index] for index in range(len(plan.names))]

@@ -62,6 +62,15 @@ def resolve_kernel(kernel: str | None = None, data_bytes: int = 0) -> str:
     return name
 
 
+def reads(kernel: str, dtype: np.dtype) -> bool:
+    """Say whether ``kernel`` reads arrays of ``dtype`` itself (numpy reads every dtype)."""
+    if kernel == "c":
+        return c_kernel.supports(dtype)
+    if kernel == "numba":
+        return numba_kernel.supports(dtype)
+    return True
+
+
 def flat_stats(
     a: np.ndarray, b: np.ndarray, rtol: float, atol: float, equal_nan: bool, kernel: str
 ) -> PairStats:
@@ -70,11 +79,11 @@ def flat_stats(
     A compiled kernel is used only for dtypes it reads; others fall back to numpy.
     """
     a, b = np.asarray(a), np.asarray(b)  # plain views of np.memmap, which numba does not type
-    if kernel == "c" and c_kernel.supports(a.dtype) and c_kernel.supports(b.dtype):
+    if kernel == "numpy" or not (reads(kernel, a.dtype) and reads(kernel, b.dtype)):
+        return numpy_stats(a, b, rtol, atol, equal_nan)
+    if kernel == "c":
         return c_kernel.c_stats(a, b, rtol, atol, equal_nan)
-    if kernel == "numba" and numba_kernel.supports(a.dtype) and numba_kernel.supports(b.dtype):
-        return numba_kernel.numba_stats(a, b, rtol, atol, equal_nan)
-    return numpy_stats(a, b, rtol, atol, equal_nan)
+    return numba_kernel.numba_stats(a, b, rtol, atol, equal_nan)
 
 
 def _blocks(shape: tuple[int, ...], limit: int) -> Iterator[tuple[int | slice, ...]]:

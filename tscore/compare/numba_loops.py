@@ -56,12 +56,13 @@ def careful_block(
                 acc[0] += 1.0
 
 
-@numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
+@numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc"})
 def accumulate(a: Any, b: Any, rtol: float, atol: float, equal_nan: bool, acc: Any) -> None:
     """Add the PairStats fields of ``a`` against ``b`` into ``acc`` (compiled by numba).
 
     Each block first runs a loop without branches, which LLVM vectorises
-    (sums may be reassociated; no assumption about NaN or inf is made).
+    (sums may be reassociated; no assumption about NaN or inf is made; no multiply-add is
+    fused, so ``atol + rtol * |b|`` rounds as numpy's does and the close counts agree).
     When the block's sums of squares come out NaN or inf, the block held a
     non-finite value, and it is done again by :func:`careful_block`.
     ``acc`` layout: close, finite, sum_abs, max_abs, max_rel, dot_ab,
