@@ -146,9 +146,9 @@ def c_stats(a: np.ndarray, b: np.ndarray, rtol: float, atol: float, equal_nan: b
         a, b = _readable(a), _readable(b)
         status = _function()(
             a.ctypes.data,
-            DTYPE_CODES.get(a.dtype, -1) if supports(a.dtype) else -1,
+            DTYPE_CODES[a.dtype] if supports(a.dtype) else -1,
             b.ctypes.data,
-            DTYPE_CODES.get(b.dtype, -1) if supports(b.dtype) else -1,
+            DTYPE_CODES[b.dtype] if supports(b.dtype) else -1,
             a.size,
             float(rtol),
             float(atol),
