@@ -284,3 +284,29 @@ def test_float32_values_whose_sum_overflows_are_no_overflow_and_a_real_inf_still
         ("Torch.mul.1.forward", "own", {"Torch_mul_1_forward_output": "inf"}),
         ("Tensor.div.0.forward", "own", {"Tensor_div_0_forward_output": "nan"}),
     ]
+
+
+def test_a_healthy_step_writes_no_module_tree_and_an_overflowing_one_writes_all_of_it(tmp_path) -> None:
+    net = Scaled(scale=1.0).half()  # fc2 unscaled: nothing overflows
+    debugger = ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path), overflow_nums=-1)
+    debugger.start(net)
+    net(inputs())
+    debugger.step()
+    with torch.no_grad():
+        net.fc2.weight.mul_(10000.0)  # now fc2 overflows, after fc1 and act have run
+    debugger.start(net)
+    net(inputs())
+    debugger.stop()
+    healthy, overflowed = tmp_path / "step0" / "rank0", tmp_path / "step1" / "rank0"
+    assert "no overflow" in read_overflow_summary(healthy).line()
+    assert not (healthy / "construct.jsonl").exists() and not (healthy / "dump.jsonl").exists()
+    tree = [json.loads(line) for line in (overflowed / "construct.jsonl").read_text().splitlines()]
+    # every module the step entered, those before the first overflow included, in the order entered
+    assert [(m["module"], m["parent"]) for m in tree] == [
+        ("", None),
+        ("fc1", ""),
+        ("act", ""),
+        ("fc2", ""),
+        ("fc3", ""),
+    ]
+    assert read_overflow_summary(overflowed).first_own.module == "fc2"

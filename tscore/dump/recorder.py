@@ -510,15 +510,17 @@ class DumpRecorder:
         if path not in self._module_tree and self.active:
             self._module_tree.add(path)
             parent = next((f.path for f in reversed(self._modules[:-1])), None)
-            self.writer.submit_record(
-                {"module": path, "type": type(layer).__name__, "parent": parent}, CONSTRUCT_FILE
-            )
+            self._tree_entry({"module": path, "type": type(layer).__name__, "parent": parent})
         if self.config.level != "L1" and self.active:
             label = f"{path}.{type(layer).__name__}" if path else type(layer).__name__
             name = CallName(MODULE_PREFIX, label, call, "forward")
             if self._filter.wants(name):
                 inputs = [] if self.stack_only else self._arguments(name.msprobe, "input", args, kwargs)
                 self._modules[-1].token = CallToken(name, f"{path}#{call}", path, self._stack(), inputs)
+
+    def _tree_entry(self, entry: dict[str, Any]) -> None:
+        """Write one module of the tree (``construct.jsonl``) the first time the step enters it."""
+        self.writer.submit_record(entry, CONSTRUCT_FILE)
 
     def leave(self, path: str, layer: object, output: object) -> None:
         """Close the innermost call of module ``path``."""
