@@ -461,7 +461,9 @@ def ts_install_api_hooks(recorder: object) -> HookHandles | None:
     token is not None, and, when backward reaches the call,
     ``recorder.backward(token, grads_into_outputs, grads_into_inputs)``. Keep
     the tool's own work out of what you report, and change no value, no random
-    state and no mode of the user's run. Example: the torch plugin pushes a
+    state and no mode of the user's run. ``recorder.reads_values`` says whether
+    its records also need tensors' values on the host (tensor files, md5), not
+    only their statistics. Example: the torch plugin pushes a
     ``TorchFunctionMode`` and hooks each output's ``grad_fn``.
     """
 

@@ -370,6 +370,15 @@ class DumpRecorder:
         return self.config.level != "L1"
 
     @property
+    def reads_values(self) -> bool:
+        """Whether records need tensors' values on the host beyond their statistics (tensor files, md5).
+
+        A backend that can summarise a tensor without waiting for its device gains nothing when
+        the values are read all the same.
+        """
+        return not self.stats_only or self.md5
+
+    @property
     def backward_wanted(self) -> bool:
         """Whether any backward record may be written (backends skip their backward hooks otherwise)."""
         return self._direction_wanted("backward")

@@ -89,6 +89,7 @@ class MindSporeBackend(Backend):
         return (sys.modules["mindspore"].nn.Cell,)
 
     _target: str | None = None  # the device target read when the API capture was installed
+    _pipeline: Any = None  # statistics launched into PyNative's pipeline while the capture is installed (CPU)
 
     def _device_target(self) -> str:
         """Return the device target; while a dump runs, as read at its start (get_context: 25 us a call)."""
@@ -211,20 +212,48 @@ class MindSporeBackend(Backend):
             return HookHandles([], label="MindSpore API capture (graph mode: none)")
         from ts_mindspore.api_capture import ApiCapture
 
-        handles = ApiCapture(recorder).install()
-        self._target = str(ms.get_context("device_target"))
-        handles.add(self._forget_target)
+        target = str(ms.get_context("device_target"))
+        # on CPU, statistics are worked out in PyNative's pipeline (ts_mindspore.pipeline_stats);
+        # its drain runs last when the hooks come off, after the capture has stopped launching
+        pipeline = self._start_pipeline() if target == "CPU" and not recorder.reads_values else None
+        handles = HookHandles([self._forget_target], label="MindSpore API capture")
+        if pipeline is not None:
+            handles.add(pipeline.drain)
+        try:
+            capture = ApiCapture(recorder).install()
+        except BaseException:
+            handles.remove()
+            raise
+        handles.add(capture.remove)
+        self._target = target
+        self._pipeline = pipeline
         return handles
+
+    def _host_view(self, tensor: Any) -> np.ndarray:
+        return self.to_numpy(tensor, False)
+
+    def _start_pipeline(self) -> Any:
+        from ts_mindspore.pipeline_stats import PipelineStats
+
+        try:
+            return PipelineStats()
+        except Exception as exc:  # statistics are then read per tensor, as before
+            log.warning("dump: MindSpore statistics are read per tensor (no pipeline operator): %s", exc)
+            return None
 
     def _forget_target(self) -> None:
         self._target = None
+        self._pipeline = None
 
     def tensor_stats(self, tensor: Any) -> Any:
         """Max, min, mean and L2 norm: from host memory on CPU, else four 0-d tensors on the device.
 
         On CPU the tensor is already in host memory: numpy summarises it (``array_stats``), which
         costs a PyNative step far less than six more operators in MindSpore's pipeline (a dumped
-        encoder step went from 6.4x to 1.4x the plain one). On a device, MindSpore computes them
+        encoder step went from 6.4x to 1.4x the plain one). While a dump runs, that happens
+        either at once (``asnumpy`` waits for the pipeline) or inside the pipeline, in its turn,
+        whichever was timed cheaper (:mod:`ts_mindspore.pipeline_stats`); then the writer's
+        thread waits for the numbers (their ``tolist()``). On a device, MindSpore computes them
         outside autodiff: half and integer tensors in float32 (float64 for 64-bit integers),
         complex ones by their magnitudes; the norm is ``sqrt(sum(x * x))``, since MindSpore's CPU
         build lacks ``LinalgVectorNorm``.
@@ -232,6 +261,8 @@ class MindSporeBackend(Backend):
         import mindspore as ms
 
         if self._device_target() == "CPU":
+            if self._pipeline is not None and tensor.size != 0:  # read at once, or launched (pipeline_stats)
+                return self._pipeline.stats(tensor, self._host_view)
             return array_stats(self.to_numpy(tensor, False))
         if tensor.size == 0:
             return None
