@@ -107,25 +107,82 @@ def test_nothing_is_left_queued_or_armed_after_stop_even_when_the_step_raises(tm
     assert exp["max"] == exp["min"] == pytest.approx(float(np.e), rel=1e-6)
 
 
-def test_a_tensor_the_pipeline_hands_over_out_of_turn_is_an_error_never_another_tensors_numbers() -> None:
-    waiting = pipeline_stats.PendingStats((2, 2))
-    pipeline_stats._pending.append(waiting)
+def _users_failing_function(x):  # a user's own pyfunc operator that fails inside the pipeline
+    raise ValueError("the user's own operator failed")
+
+
+USERS_FAILING_OPERATOR = ops.Custom(
+    _users_failing_function, out_shape=(2, 2), out_dtype=ms.float32, func_type="pyfunc"
+)
+
+
+def test_after_the_pipeline_dropped_operators_each_record_keeps_its_own_numbers(tmp_path, launched) -> None:
+    x = Tensor(np.ones((2, 2), np.float32))
+    with ts.dump.Debugger(task="statistics", dump_path=str(tmp_path), level="L1"):
+        ops.abs(x)
+        with pytest.raises(ValueError, match="the user's own operator failed"):
+            USERS_FAILING_OPERATOR(x).asnumpy()  # the user sees the error and goes on
+        for k in range(1, 5):  # tensors of one shape: a shifted queue would not show in the shapes
+            ops.mul(Tensor(np.full((2, 2), float(k), np.float32)), 10.0)
+    assert sum(launched) >= 8
+    found = entries(tmp_path)
+    for k in range(1, 5):
+        name = f"Functional_mul_{k - 1}_forward"
+        assert found[name, f"{name}_input.0"]["max"] == k
+        assert found[name, f"{name}_output"]["max"] == 10 * k
+
+
+@pytest.mark.parametrize("mode", ["read at once", "launched"])
+def test_an_error_of_the_users_own_operator_still_reaches_the_user(
+    tmp_path, launched, monkeypatch, mode
+) -> None:
+    if mode == "read at once":
+        monkeypatch.setattr(pipeline_stats, "LAUNCH_SECONDS", float("inf"))
+    x = Tensor(np.ones((2, 2), np.float32))
+    with pytest.raises(ValueError, match="the user's own operator failed"):  # as without the dump
+        with ts.dump.Debugger(task="statistics", dump_path=str(tmp_path), level="L1"):
+            ops.abs(x)
+            USERS_FAILING_OPERATOR(x)
+            ops.add(ops.exp(x), 1.0).asnumpy()
+    assert len(pipeline_stats._pending) == 0
+
+
+def test_a_zero_dimensional_bfloat16_tensor_is_read_at_once_and_the_users_numbers_hold(
+    tmp_path, launched
+) -> None:
+    # the pyfunc kernel cannot hand a 0-d bfloat16 tensor over, and the pipeline then drops what
+    # is queued behind it: such tensors must never be launched
+    with ts.dump.Debugger(task="statistics", dump_path=str(tmp_path), level="L1"):
+        ops.abs(Tensor(np.ones((2, 2), np.float32)))
+        y = ops.neg(Tensor(np.array(-1.5), dtype=ms.bfloat16))
+        z = ops.add(y, 1.0)
+    assert float(y.astype(ms.float32).asnumpy()) == 1.5 and float(z.astype(ms.float32).asnumpy()) == 2.5
+    assert sum(launched) >= 1
+    neg = entries(tmp_path)["Functional_neg_0_forward", "Functional_neg_0_forward_output"]
+    assert neg["dtype"] == "bfloat16" and neg["max"] == neg["min"] == 1.5
+
+
+def test_a_run_fills_the_statistics_of_its_own_ticket_and_fails_those_the_pipeline_skipped() -> None:
+    dropped, wanted = pipeline_stats.PendingStats((2, 2)), pipeline_stats.PendingStats((3,))
+    pipeline_stats._pending.extend([(901, dropped), (902, wanted)])
     try:
-        handed = pipeline_stats._summarise(np.ones((3,), np.float32))  # the wrong tensor: no exception
+        handed = pipeline_stats._summarise(np.array([1.0, -2.0, 3.0], np.float32), 902)
     finally:
         pipeline_stats._pending.clear()
     assert handed.shape == (1,)
+    with pytest.raises(RuntimeError, match="dropped"):
+        dropped.tolist()
+    assert wanted.tolist() == pytest.approx([3.0, -2.0, 2.0 / 3.0, np.sqrt(14.0)])
+
+
+def test_a_tensor_of_another_shape_is_an_error_and_nothing_is_raised_into_the_pipeline() -> None:
+    waiting = pipeline_stats.PendingStats((2, 2))
+    pipeline_stats._pending.append((903, waiting))
+    try:
+        pipeline_stats._summarise(np.ones((3,), np.float32), 903)
+    finally:
+        pipeline_stats._pending.clear()
     with pytest.raises(RuntimeError, match=r"shape \(3,\) for one of shape \(2, 2\)"):
         waiting.tolist()
-    assert pipeline_stats._summarise(np.ones((3,), np.float32)).shape == (1,)  # nothing queued: no error
-
-
-def test_a_zero_dimensional_tensor_and_half_types_are_summarised_exactly() -> None:
-    for value, expected in (
-        (3.5, [3.5, 3.5, 3.5, 3.5]),
-        (np.array([1.5, -2.0], dtype=np.float16), [1.5, -2.0, -0.25, 2.5]),
-    ):
-        waiting = pipeline_stats.PendingStats(np.shape(value))
-        pipeline_stats._pending.append(waiting)
-        pipeline_stats._summarise(value)  # a 0-d tensor arrives as a Python float
-        assert waiting.tolist() == pytest.approx(expected)
+    assert pipeline_stats._summarise(np.ones((3,), np.float32), 904).shape == (1,)  # none queued
+    assert pipeline_stats._summarise(np.ones((3,), np.float32), "not a ticket").shape == (1,)

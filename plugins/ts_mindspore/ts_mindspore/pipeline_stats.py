@@ -12,12 +12,21 @@ host memory to :func:`_summarise`, which works out max, min, mean and norm
 dump's writer thread waits for those (their ``tolist()``); the training
 thread never does.
 
-The pipeline runs the operators in the order they were launched, so each run
-of :func:`_summarise` takes the oldest pending statistics; the shape is
-checked, and a mismatch is an error in that record, never numbers of another
-tensor. :func:`_summarise` never raises: an exception there would surface in
-the user's next ``asnumpy()``. When the dump stops, :meth:`PipelineStats.drain`
-waits for the pipeline once and marks whatever is still pending as an error.
+Each launch carries a ticket (a second input, an int64 scalar), so a run fills
+the statistics it was launched for and no other. When MindSpore drops queued
+operators (an operator before them failed: the error reaches the user at
+their next ``asnumpy()``), the tickets that never ran are errors in their
+records as soon as a later one runs, and at the latest when the dump stops:
+:meth:`PipelineStats.drain` waits for the pipeline once, fails whatever is
+still pending, and raises again an error of the user's own operators that a
+read, a launch or that wait took in, so that it reaches the user as it would have
+without the dump. :func:`_summarise` itself never raises.
+
+Only tensors MindSpore's ``pyfunc`` kernel can hand over are launched: at
+least one dimension (a 0-d bfloat16 or complex tensor fails in the kernel and
+makes the pipeline drop what was queued behind it), a dtype of
+:data:`LAUNCHED_DTYPES`, at most :data:`LARGEST_LAUNCHED` bytes (the kernel
+hands over a host copy). Everything else is read at once.
 
 Launching is not free either: a ``Custom`` operator goes through PyNative's
 slower path for Primitives (0.25-0.85 ms a launch here), while a read at
@@ -36,6 +45,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import itertools
 import logging
 import statistics
 import threading
@@ -54,8 +64,17 @@ SAMPLE = 12  # tensors read at once at the start of each dumped step (after the 
 # reads that wait longer than this on average are launched instead: a launch costs 0.25-0.85 ms here
 # (timing launches themselves says little: once the pipeline's queue is full, a launch waits for it)
 LAUNCH_SECONDS = 1e-3
+LARGEST_LAUNCHED = 64 << 20  # bytes: a bigger tensor is read at once (the kernel would copy it)
+# MindSpore dtype names whose tensors the pyfunc kernel hands over (checked with MindSpore 2.10 CPU)
+LAUNCHED_DTYPES = frozenset(
+    {"Float16", "Float32", "Float64", "BFloat16", "Int8", "Int16", "Int32", "Int64", "UInt8", "Bool"}
+)
+DROPPED = "MindSpore's pipeline dropped the statistics operator (an operator before it failed)"
 
-_pending: collections.deque[PendingStats] = collections.deque()  # launched, not yet run, oldest first
+# launched and not yet run, oldest first, by ticket: only the pipeline's thread takes from the left,
+# only the training thread appends
+_pending: collections.deque[tuple[int, PendingStats]] = collections.deque()
+_tickets = itertools.count()
 _OUTPUT = np.zeros((1,), np.float32)  # what the operator hands back (nobody reads it)
 
 
@@ -84,30 +103,39 @@ class PendingStats:
         return [None] * 4 if self.values is None else list(self.values)
 
     def fail(self, why: str) -> None:
-        """Give up on these numbers (the dump stopped before the pipeline ran them)."""
+        """Give up on these numbers (the pipeline dropped them, or the dump stopped first)."""
         if not self.done.is_set():
             self.error = why
             self.done.set()
 
 
-def _summarise(array: Any) -> np.ndarray:
-    """Fill the oldest pending statistics from ``array`` (run by MindSpore's pipeline, never raises)."""
+def _summarise(array: Any, ticket: Any) -> np.ndarray:
+    """Fill the statistics launched under ``ticket`` from ``array`` (run by the pipeline; never raises).
+
+    Those launched before it and still waiting were dropped by the pipeline: they fail.
+    """
     try:
-        found = _pending.popleft()
-    except IndexError:  # launched by a dump that has since given up on it
-        return _OUTPUT
-    try:
-        values = np.asarray(array)  # a 0-d tensor arrives as a Python number
-        if values.shape != found.shape:
-            found.error = (
-                f"the pipeline handed over a tensor of shape {values.shape} for one of shape {found.shape}"
-            )
-        else:
-            found.values = array_stats(values)
-    except Exception as exc:  # the user's step must go on: this record says what went wrong
-        found.error = f"{type(exc).__name__}: {exc}"
-    finally:
-        found.done.set()
+        wanted = int(ticket)  # a 0-d tensor arrives as a Python number
+        while _pending and _pending[0][0] <= wanted:
+            number, found = _pending.popleft()
+            if number < wanted:
+                found.fail(DROPPED)
+                continue
+            try:
+                values = np.asarray(array)
+                if values.shape != found.shape:
+                    found.error = (
+                        f"the pipeline handed over a tensor of shape {values.shape} for one of "
+                        f"shape {found.shape}"
+                    )
+                else:
+                    found.values = array_stats(values)
+            except Exception as exc:  # the user's step must go on: this record says what went wrong
+                found.error = f"{type(exc).__name__}: {exc}"
+            finally:
+                found.done.set()
+    except Exception as exc:  # nothing may reach the pipeline: it would drop the user's operators
+        log.debug("dump: statistics run %r failed: %s", ticket, exc)
     return _OUTPUT
 
 
@@ -120,7 +148,7 @@ def _operator() -> Any:
 
 
 class PipelineStats:
-    """Work out statistics for one dumped step, launched into the pipeline or read at once."""
+    """Work out statistics while one dump runs (a step): launched into the pipeline or read at once."""
 
     def __init__(self) -> None:
         """Take the operator, built on the first dumped step of the process."""
@@ -129,6 +157,7 @@ class PipelineStats:
         self._ms = ms
         self._op = _operator()
         self._failed = False
+        self._error: BaseException | None = None  # the user's pipeline error a launch took in
         self._waits: list[float] = []  # what this step's first reads waited, in seconds
         self._launching: bool | None = None  # decided once SAMPLE reads are timed
 
@@ -136,6 +165,7 @@ class PipelineStats:
         """Return ``(max, min, mean, norm)`` read at once, or :class:`PendingStats` the pipeline fills.
 
         :param read: the backend's host view of a tensor (``asnumpy``: it waits for the pipeline).
+        :raises: what the read raised (the record says so); :meth:`drain` raises it again.
         """
         if self._launching is None and len(self._waits) > SAMPLE:
             # the mean: one read waits for a convolution, the next few for nothing. Not the first,
@@ -147,48 +177,68 @@ class PipelineStats:
                 waited * 1e3,
                 "launched into the pipeline" if self._launching else "read at once",
             )
-        if self._launching and not self._failed:
+        if self._launching and not self._failed and self._launchable(tensor):
             pending = self.launch(tensor)
             if pending is not None:
                 return pending
         began = time.perf_counter()
-        array = read(tensor)
+        try:
+            array = read(tensor)
+        except Exception as exc:  # most likely a user's operator failed before: theirs, at stop()
+            self._error = self._error or exc
+            raise
         if self._launching is None:
             self._waits.append(time.perf_counter() - began)
         return array_stats(array)
 
+    @staticmethod
+    def _launchable(tensor: Any) -> bool:
+        """Whether the pyfunc kernel can hand this tensor over (see :data:`LAUNCHED_DTYPES`)."""
+        return (
+            len(tensor.shape) > 0
+            and str(tensor.dtype) in LAUNCHED_DTYPES
+            and tensor.nbytes <= LARGEST_LAUNCHED
+        )
+
     def launch(self, tensor: Any) -> PendingStats | None:
-        """Queue the statistics of ``tensor`` behind the operators launched so far; None: not possible."""
-        if self._failed:
-            return None
+        """Queue the statistics of ``tensor`` behind the operators launched so far; None: not launched.
+
+        A launch that fails stops launching for the rest of the dump; its error, most likely one
+        of the user's own operators before it, is raised again by :meth:`drain`.
+        """
         found = PendingStats(tuple(int(d) for d in tensor.shape))
-        _pending.append(found)  # before the launch: the pipeline may run it at once
+        ticket = next(_tickets)
+        _pending.append((ticket, found))  # before the launch: the pipeline may run it at once
         try:
             with self._ms._no_grad():
-                self._op(tensor)
-        except Exception as exc:  # the caller reads the tensor itself instead
+                self._op(tensor, self._ms.Tensor(ticket, self._ms.int64))
+        except Exception as exc:
             found.fail(f"not launched: {exc}")
-            try:
-                _pending.remove(found)
-            except ValueError:  # the pipeline took it already
-                pass
             self._failed = True
-            log.warning("dump: MindSpore statistics are read per tensor from now on: %s", exc)
+            self._error = self._error or exc
+            log.warning("dump: MindSpore statistics are read at once from now on: %s", exc)
             return None
         return found
 
     def drain(self) -> None:
-        """Wait for the pipeline once, then fail whatever it did not run (the dump has stopped)."""
+        """Wait for the pipeline once, fail whatever it did not run, and raise the user's pipeline error.
+
+        :raises: the error of the user's own operator that a read, a launch or this wait took in: without
+            the dump it would have reached them at their next ``asnumpy()``.
+        """
         try:
             from mindspore.graph.api import _pynative_executor
         except ImportError:  # MindSpore before 2.9
             from mindspore.common.api import _pynative_executor
         try:
             _pynative_executor.sync()
-        except Exception as exc:  # the user's own operator failed in the pipeline: theirs to see
-            log.debug("dump: MindSpore's pipeline did not finish: %s", exc)
+        except Exception as exc:
+            self._error = self._error or exc
         while _pending:
             try:
-                _pending.popleft().fail("the dump stopped before MindSpore's pipeline ran the statistics")
+                _pending.popleft()[1].fail("the dump stopped before MindSpore's pipeline ran the statistics")
             except IndexError:
                 break
+        error, self._error = self._error, None
+        if error is not None:
+            raise error

@@ -216,7 +216,7 @@ class MindSporeBackend(Backend):
         # on CPU, statistics are worked out in PyNative's pipeline (ts_mindspore.pipeline_stats);
         # its drain runs last when the hooks come off, after the capture has stopped launching
         pipeline = self._start_pipeline() if target == "CPU" and not recorder.reads_values else None
-        handles = HookHandles([self._forget_target], label="MindSpore API capture")
+        handles = HookHandles([self._end_capture], label="MindSpore API capture")
         if pipeline is not None:
             handles.add(pipeline.drain)
         try:
@@ -230,6 +230,7 @@ class MindSporeBackend(Backend):
         return handles
 
     def _host_view(self, tensor: Any) -> np.ndarray:
+        """Return the tensor's host memory as an array, after waiting for the pipeline (not a copy)."""
         return self.to_numpy(tensor, False)
 
     def _start_pipeline(self) -> Any:
@@ -241,7 +242,8 @@ class MindSporeBackend(Backend):
             log.warning("dump: MindSpore statistics are read per tensor (no pipeline operator): %s", exc)
             return None
 
-    def _forget_target(self) -> None:
+    def _end_capture(self) -> None:
+        """Forget the device target and the pipeline statistics read when the capture was installed."""
         self._target = None
         self._pipeline = None
 
