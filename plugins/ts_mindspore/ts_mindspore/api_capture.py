@@ -342,6 +342,9 @@ class ApiCapture:
         wrapper.__name__ = getattr(original, "__name__", api)
         wrapper.__qualname__ = getattr(original, "__qualname__", api)
         wrapper.__doc__ = getattr(original, "__doc__", None)
+        # MindSpore's graph compiler unwraps a function before parsing it (inspect.unwrap): a
+        # @jit construct that calls this API (nn.Adam's) compiles the original, not the wrapper
+        wrapper.__wrapped__ = original  # type: ignore[attr-defined]
         self._wrappers[key] = wrapper
         return wrapper
 
