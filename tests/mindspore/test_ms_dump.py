@@ -29,11 +29,15 @@ class SmallCell(nn.Cell):
         return self.fc(y)
 
 
-def train_step(debugger: ts.dump.Debugger | None = None) -> list[np.ndarray]:
-    """One SGD step of SmallCell from a fixed seed: the loss, the gradients and the new parameters."""
+def train_step(debugger: ts.dump.Debugger | None = None, optimizer: str = "SGD") -> list[np.ndarray]:
+    """One step of SmallCell from a fixed seed: the loss, the gradients and the new parameters.
+
+    :param optimizer: the name of one of MindSpore's optimizers (SGD: with momentum 0.9).
+    """
     ms.set_seed(0)
     net = SmallCell()
-    opt = nn.SGD(net.trainable_params(), learning_rate=0.1, momentum=0.9)
+    params = net.trainable_params()
+    opt = nn.SGD(params, 0.1, momentum=0.9) if optimizer == "SGD" else getattr(nn, optimizer)(params, 0.01)
     x = Tensor(np.random.default_rng(0).standard_normal((2, 3, 6, 6)).astype(np.float32))
     label = Tensor(np.array([0, 2], np.int32))
     loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
@@ -293,33 +297,13 @@ def test_a_parameter_is_recorded_as_requiring_grad_and_a_plain_tensor_says_nothi
     assert "requires_grad" not in record["outputs"][0]
 
 
-def optimizer_step(optimizer: str, debugger: ts.dump.Debugger | None = None) -> list[np.ndarray]:
-    """One step of SmallCell with one of MindSpore's optimizers, whose update is a compiled ``@jit`` graph."""
-    ms.set_seed(0)
-    net = SmallCell()
-    opt = getattr(nn, optimizer)(net.trainable_params(), learning_rate=0.01)
-    x = Tensor(np.random.default_rng(0).standard_normal((2, 3, 6, 6)).astype(np.float32))
-    label = Tensor(np.array([0, 2], np.int32))
-    loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
-    grad_fn = ms.value_and_grad(lambda x, y: loss_fn(net(x), y), None, opt.parameters)
-    if debugger is not None:
-        debugger.start(net)
-    try:
-        loss, grads = grad_fn(x, label)
-        opt(grads)
-    finally:
-        if debugger is not None:
-            debugger.stop()
-    return [loss.asnumpy()] + [p.asnumpy() for p in net.trainable_params()]
-
-
 @pytest.mark.parametrize("optimizer", ["Adam", "AdamWeightDecay", "RMSProp"])
 def test_an_optimizer_compiled_with_jit_runs_under_the_dump_and_gives_the_same_numbers(
     tmp_path, optimizer
 ) -> None:
     # the compiler parses what an API name holds: it must reach the original, not the wrapper
-    plain = optimizer_step(optimizer)
-    dumped = optimizer_step(optimizer, ts.dump.Debugger(dump_path=str(tmp_path), level="L1"))
+    plain = train_step(optimizer=optimizer)
+    dumped = train_step(ts.dump.Debugger(dump_path=str(tmp_path), level="L1"), optimizer)
     for a, b in zip(plain, dumped, strict=True):
         assert a.tobytes() == b.tobytes()
     assert names(tmp_path)  # the step's own calls were recorded
