@@ -307,3 +307,17 @@ def test_an_optimizer_compiled_with_jit_runs_under_the_dump_and_gives_the_same_n
     for a, b in zip(plain, dumped, strict=True):
         assert a.tobytes() == b.tobytes()
     assert names(tmp_path)  # the step's own calls were recorded
+
+
+@ms.jit(capture_mode="bytecode")
+def _bytecode_compiled(a: Tensor) -> Tensor:
+    return (ops.tanh(a) * a.sum() + mint.exp(a).mean() + ops.matmul(a, a.T)).sum()
+
+
+def test_a_function_compiled_from_bytecode_runs_under_the_dump(tmp_path) -> None:
+    # the frames of MindSpore's bytecode JIT have no line number: the stack must do without
+    x = Tensor(np.ones((4, 4), np.float32))
+    with ts.dump.Debugger(task="statistics", dump_path=str(tmp_path), level="L1"):
+        ops.abs(x)
+        dumped = _bytecode_compiled(x).asnumpy()  # compiled here, while the dump runs
+    assert dumped.tobytes() == _bytecode_compiled(x).asnumpy().tobytes()

@@ -116,29 +116,50 @@ USERS_FAILING_OPERATOR = ops.Custom(
 )
 
 
-def test_after_the_pipeline_dropped_operators_each_record_keeps_its_own_numbers(tmp_path, launched) -> None:
+@pytest.mark.parametrize("mode", ["read at once", "launched"])
+def test_a_users_pipeline_error_reaches_their_own_handler_and_later_records_keep_their_numbers(
+    tmp_path, launched, monkeypatch, mode
+) -> None:
+    if mode == "read at once":
+        monkeypatch.setattr(pipeline_stats, "LAUNCH_SECONDS", float("inf"))
     x = Tensor(np.ones((2, 2), np.float32))
-    debugger = ts.dump.Debugger(task="statistics", dump_path=str(tmp_path), level="L1")
-    seen = 0
-    debugger.start()
-    ops.abs(x)
-    try:  # MindSpore's error goes to whichever wait comes first: the user's, or the dump's launch
-        USERS_FAILING_OPERATOR(x).asnumpy()
-    except ValueError:
-        seen += 1
-    for k in range(1, 5):  # tensors of one shape: a shifted queue would not show in the shapes
-        ops.mul(Tensor(np.full((2, 2), float(k), np.float32)), 10.0)
-    try:  # ... and then stop() raises it again
-        debugger.stop()
-    except ValueError as raised:
-        assert "the user's own operator failed" in str(raised)
-        seen += 1
-    assert seen == 1  # the user hears of the error once, as without the dump
+    with ts.dump.Debugger(task="statistics", dump_path=str(tmp_path), level="L1"):
+        ops.abs(x)
+        # whichever wait takes MindSpore's error, the dump's or the user's, it is raised here
+        with pytest.raises(ValueError, match="the user's own operator failed"):
+            USERS_FAILING_OPERATOR(x).asnumpy()
+        for k in range(1, 5):  # tensors of one shape: a shifted queue would not show in the shapes
+            ops.mul(Tensor(np.full((2, 2), float(k), np.float32)), 10.0)
     found = entries(tmp_path)
     for k in range(1, 5):
         name = f"Functional_mul_{k - 1}_forward"
         assert found[name, f"{name}_input.0"]["max"] == k
         assert found[name, f"{name}_output"]["max"] == 10 * k
+
+
+def test_the_blocks_own_exception_is_the_one_raised_when_stopping_also_fails(tmp_path, launched) -> None:
+    x = Tensor(np.ones((2, 2), np.float32))
+    with pytest.raises(KeyError, match="the step's own"):
+        with ts.dump.Debugger(task="statistics", dump_path=str(tmp_path), level="L1"):
+            ops.abs(x)
+            ops.exp(x)
+            USERS_FAILING_OPERATOR(x)  # its error would come at stop(), after the block's own
+            raise KeyError("the step's own")
+    assert len(pipeline_stats._pending) == 0
+
+
+def test_a_dump_inside_a_dump_records_none_of_the_inner_dumps_operators(tmp_path, launched) -> None:
+    x = Tensor(np.linspace(-1.0, 1.0, 6, dtype=np.float32).reshape(2, 3))
+    with ts.dump.Debugger(task="statistics", dump_path=str(tmp_path / "outer"), level="L1"):
+        with ts.dump.Debugger(task="statistics", dump_path=str(tmp_path / "inner"), level="L1"):
+            y = ops.exp(x)
+            ops.tanh(y * 2.0)
+    for folder in ("outer", "inner"):
+        found = entries(tmp_path / folder)
+        assert not any("Custom" in call for call, _ in found), found.keys()
+        assert all("error" not in entry for entry in found.values()), folder
+        exp = found["Functional_exp_0_forward", "Functional_exp_0_forward_output"]
+        assert exp["max"] == pytest.approx(float(np.e), rel=1e-6)
 
 
 @pytest.mark.parametrize("mode", ["read at once", "launched"])

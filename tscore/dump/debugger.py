@@ -306,8 +306,14 @@ class Debugger:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        """Stop dumping, whether the block raised or not."""
-        self.stop()
+        """Stop dumping, whether the block raised or not; a failure to stop never hides the block's own."""
+        if exc_info[0] is None:
+            self.stop()
+            return
+        try:
+            self.stop()
+        except Exception as exc:  # the block's exception is what the user must see
+            log.warning("dump: stopping after an exception in the dumped block also failed: %s", exc)
 
     def _info(self, rank: int, model: object) -> dict[str, Any]:
         frameworks = {info.name: info.version for info in hook().ts_framework_info() if info.imported}

@@ -612,8 +612,8 @@ class DumpRecorder:
             if module.partition(".")[0] not in _INTERNAL_PACKAGES and not module.startswith("torch"):
                 frames.append((frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
             frame = frame.f_back
-        lines = [
-            f"File {f}, line {n}, in {name}\n  {linecache.getline(f, n).strip()}"
+        lines = [  # a frame a JIT runs (MindSpore's bytecode capture) may have no line: None
+            f"File {f}, line {n}, in {name}\n  {linecache.getline(f, n).strip() if n else ''}".rstrip()
             for f, n, name in reversed(frames)
         ]
         return tuple(frames), lines, tuple(codes)

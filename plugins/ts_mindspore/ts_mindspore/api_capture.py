@@ -195,6 +195,10 @@ VIEWS = frozenset(
 )
 
 
+# set on an operator the dump itself launches (ts_mindspore.pipeline_stats): never recorded
+DUMPS_OWN = "_tscore_dumps_own"
+
+
 @dataclass(eq=False)
 class _Backward:
     """A dumped call's backward record in the making: the gradients into its outputs and out to its inputs."""
@@ -222,10 +226,15 @@ def pynative_executor() -> Any:
 class ApiCapture:
     """Report MindSpore API calls to a dump recorder while installed; every attribute restored on removal."""
 
-    def __init__(self, recorder: Any) -> None:
-        """Prepare; nothing is replaced until :meth:`install`."""
+    def __init__(self, recorder: Any, after_call: Callable[[], None] | None = None) -> None:
+        """Prepare; nothing is replaced until :meth:`install`.
+
+        :param after_call: run when each recorded call returns, in the user's frame: it may raise
+            (an error of the user's operators that the dump took in while recording the call).
+        """
         self._ms = sys.modules["mindspore"]
         self._recorder = recorder
+        self._after_call = after_call
         self._busy = 0
         self._installed = False
         # (owner, attribute, original, whether the owner held it itself rather than inherited it)
@@ -354,7 +363,7 @@ class ApiCapture:
 
         def __call__(primitive: Any, *args: Any, **kwargs: Any) -> Any:
             name = type(primitive).__name__
-            if capture._busy or capture._recorder.busy:
+            if capture._busy or capture._recorder.busy or getattr(primitive, DUMPS_OWN, False):
                 return original(primitive, *args, **kwargs)
             if name in NOT_COMPUTING_PRIMITIVES:  # neither it nor what it calls is recorded
                 capture._busy += 1
@@ -393,6 +402,8 @@ class ApiCapture:
                 self._recorder.end(token, output)
                 if state is not None:
                     self._hook_backward(state, output)
+            if self._after_call is not None:
+                self._after_call()
             return output
         except StepStopped:  # the cells this unwinds would leave their float16 switched on
             from ts_mindspore.mixed_precision import open_mixed_precision_cells, pop_mixed_precision

@@ -17,10 +17,11 @@ the statistics it was launched for and no other. When MindSpore drops queued
 operators (an operator before them failed: the error reaches the user at
 their next ``asnumpy()``), the tickets that never ran are errors in their
 records as soon as a later one runs, and at the latest when the dump stops:
-:meth:`PipelineStats.drain` waits for the pipeline once, fails whatever is
-still pending, and raises again an error of the user's own operators that a
-read, a launch or that wait took in, so that it reaches the user as it would have
-without the dump. :func:`_summarise` itself never raises.
+:meth:`PipelineStats.drain` waits for the pipeline once and fails whatever is
+still pending. An error of the user's own operators that the dump's wait or
+launch took in is raised again when the user's call being recorded returns
+(inside their own ``try``), else at ``stop()``: without the dump it would have
+reached them at their next wait. :func:`_summarise` itself never raises.
 
 Only tensors MindSpore's ``pyfunc`` kernel can hand over are launched: at
 least one dimension (a 0-d bfloat16 or complex tensor fails in the kernel and
@@ -55,6 +56,7 @@ from typing import Any
 
 import numpy as np
 
+from ts_mindspore.api_capture import DUMPS_OWN
 from tscore.plugin_api import array_stats
 
 log = logging.getLogger(__name__)
@@ -141,10 +143,24 @@ def _summarise(array: Any, ticket: Any) -> np.ndarray:
 
 @functools.lru_cache(maxsize=1)
 def _operator() -> Any:
-    """Build the ``pyfunc`` operator once: MindSpore keeps each such function registered for good."""
+    """Build the ``pyfunc`` operator once: MindSpore keeps each such function registered for good.
+
+    Marked as the dump's own: no API capture records its launches (a dump inside a dump).
+    """
     import mindspore as ms
 
-    return ms.ops.Custom(_summarise, out_shape=(1,), out_dtype=ms.float32, func_type="pyfunc")
+    op = ms.ops.Custom(_summarise, out_shape=(1,), out_dtype=ms.float32, func_type="pyfunc")
+    setattr(op, DUMPS_OWN, True)
+    return op
+
+
+def _executor() -> Any:
+    """Return MindSpore's PyNative executor, whose ``sync()`` waits for the pipeline."""
+    try:
+        from mindspore.graph.api import _pynative_executor
+    except ImportError:  # MindSpore before 2.9
+        from mindspore.common.api import _pynative_executor
+    return _pynative_executor
 
 
 class PipelineStats:
@@ -164,8 +180,9 @@ class PipelineStats:
     def stats(self, tensor: Any, read: Callable[[Any], np.ndarray]) -> Any:
         """Return ``(max, min, mean, norm)`` read at once, or :class:`PendingStats` the pipeline fills.
 
-        :param read: the backend's host view of a tensor (``asnumpy``: it waits for the pipeline).
-        :raises: what the read raised (the record says so); :meth:`drain` raises it again.
+        :param read: the backend's host view of a tensor, read once the pipeline has been waited for.
+        :raises: an error of the user's operators that the wait took in (the record says so);
+            :meth:`raise_taken_error` raises it again from the user's call.
         """
         if self._launching is None and len(self._waits) > SAMPLE:
             # the mean: one read waits for a convolution, the next few for nothing. Not the first,
@@ -183,13 +200,13 @@ class PipelineStats:
                 return pending
         began = time.perf_counter()
         try:
-            array = read(tensor)
-        except Exception as exc:  # most likely a user's operator failed before: theirs, at stop()
+            _executor().sync()  # what a read waits for; an error here is one of the user's operators
+        except Exception as exc:
             self._error = self._error or exc
             raise
         if self._launching is None:
             self._waits.append(time.perf_counter() - began)
-        return array_stats(array)
+        return array_stats(read(tensor))  # the pipeline is idle: only the dump's own reading can fail
 
     @staticmethod
     def _launchable(tensor: Any) -> bool:
@@ -220,18 +237,25 @@ class PipelineStats:
             return None
         return found
 
+    def raise_taken_error(self) -> None:
+        """Raise an error of the user's own operators that the dump's wait or launch took in.
+
+        The capture calls this when the user's call it was recording returns, so the error
+        reaches the user inside their own ``try``, as it would have reached them at their next
+        wait without the dump.
+        """
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
     def drain(self) -> None:
         """Wait for the pipeline once, fail whatever it did not run, and raise the user's pipeline error.
 
-        :raises: the error of the user's own operator that a read, a launch or this wait took in: without
-            the dump it would have reached them at their next ``asnumpy()``.
+        :raises: the error of the user's own operator that a wait, a launch or this last wait took
+            in and that no call has raised yet.
         """
         try:
-            from mindspore.graph.api import _pynative_executor
-        except ImportError:  # MindSpore before 2.9
-            from mindspore.common.api import _pynative_executor
-        try:
-            _pynative_executor.sync()
+            _executor().sync()
         except Exception as exc:
             self._error = self._error or exc
         while _pending:
@@ -239,6 +263,4 @@ class PipelineStats:
                 _pending.popleft()[1].fail("the dump stopped before MindSpore's pipeline ran the statistics")
             except IndexError:
                 break
-        error, self._error = self._error, None
-        if error is not None:
-            raise error
+        self.raise_taken_error()

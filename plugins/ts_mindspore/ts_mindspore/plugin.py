@@ -220,7 +220,8 @@ class MindSporeBackend(Backend):
         if pipeline is not None:
             handles.add(pipeline.drain)
         try:
-            capture = ApiCapture(recorder).install()
+            after_call = pipeline.raise_taken_error if pipeline is not None else None
+            capture = ApiCapture(recorder, after_call).install()
         except BaseException:
             handles.remove()
             raise
