@@ -301,6 +301,10 @@ class DumpRecorder:
     :param rank: the rank, for the records.
     """
 
+    # True: ``construct.jsonl`` is written only once the step has a record (the overflow check's
+    # steps mostly have none)
+    tree_waits_for_a_record = False
+
     def __init__(self, config: DumpConfig, writer: DumpWriter, *, step: int = 0, rank: int = 0) -> None:
         """Start with no calls counted."""
         self.config = config
@@ -327,6 +331,8 @@ class DumpRecorder:
         self._outside = _ModuleFrame(OUTSIDE, 0)  # calls made outside every module of the model
         self._module_calls: dict[str, int] = {}
         self._module_tree: set[str] = set()
+        # the modules entered before the step's first record, when the tree waits for one; None: written
+        self._tree_waiting: list[dict[str, Any]] | None = [] if self.tree_waits_for_a_record else None
         self._stacks: dict[tuple[tuple[str, int, str], ...], int] = {}
         self.stack_lines: dict[int, list[str]] = {}  # each stored stack's lines, by its id
         # by the ids of the frames' code objects and their lines
@@ -529,7 +535,10 @@ class DumpRecorder:
 
     def _tree_entry(self, entry: dict[str, Any]) -> None:
         """Write one module of the tree (``construct.jsonl``) the first time the step enters it."""
-        self.writer.submit_record(entry, CONSTRUCT_FILE)
+        if self._tree_waiting is None:
+            self.writer.submit_record(entry, CONSTRUCT_FILE)
+        else:
+            self._tree_waiting.append(entry)
 
     def leave(self, path: str, layer: object, output: object) -> None:
         """Close the innermost call of module ``path``."""
@@ -837,6 +846,10 @@ class DumpRecorder:
             "outputs": outputs,
             **(extra or {}),
         }
+        if self._tree_waiting is not None:  # the modules entered so far, before the step's first record
+            waiting, self._tree_waiting = self._tree_waiting, None
+            for entry in waiting:
+                self.writer.submit_record(entry, CONSTRUCT_FILE)
         self.dumped += 1
         self.writer.submit_record(record)
 

@@ -154,6 +154,7 @@ def _operator() -> Any:
     return op
 
 
+@functools.lru_cache(maxsize=1)
 def _executor() -> Any:
     """Return MindSpore's PyNative executor, whose ``sync()`` waits for the pipeline."""
     try:
