@@ -190,14 +190,18 @@ class DumpWriter:
             array.release()  # its host memory goes back at once: the dump has stopped writing
 
     def write_info(self, info: Mapping[str, Any]) -> None:
-        """Write ``dump_info.json`` (what was dumped, how) at once, atomically."""
-        # orjson: written twice a step (start and stop), where the json module took 0.3 ms each time
+        """Queue ``dump_info.json`` (what was dumped, how): the thread replaces it atomically.
+
+        Written twice a step (at start and stop): opening, writing and renaming a file cost the
+        training thread about 0.4 ms each time, the thread's now. It goes ahead of the lines
+        queued after it, and :meth:`close` waits for it as for them.
+        """
+        # orjson: the json module took 0.3 ms each time
         options = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE
-        text = orjson.dumps(info, default=str, option=options)
-        try:
-            write_atomic(os.path.join(self.folder, INFO_FILE), lambda stream: stream.write(text))
-        except Exception as exc:  # a dump must never stop the training
-            self._fail(exc)
+        self._put("info", orjson.dumps(info, default=str, option=options), _RECORD_BYTES)
+
+    def _write_info(self, text: bytes) -> None:
+        write_atomic(os.path.join(self.folder, INFO_FILE), lambda stream: stream.write(text))
 
     def close(self) -> None:
         """Write what is queued, close the files and stop the thread."""
@@ -322,6 +326,8 @@ class DumpWriter:
                     if kind == "lines":
                         for file, record in payload:
                             self._write_one(file, record)
+                    elif kind == "info":
+                        self._write_info(payload)
                     else:
                         self._write_tensor(*payload)
                 elif kind == "tensor" and isinstance(payload[1], PendingArray):
