@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -32,3 +33,18 @@ def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def npy_names(folder: str | os.PathLike[str]) -> list[str]:
     """Sorted .npy file names in ``folder``."""
     return sorted(p.name for p in Path(folder).glob("*.npy"))
+
+
+def cyclic_garbage(run: Callable[[], object]) -> list[str]:
+    """The types of the objects ``run()`` left in reference cycles: freed only by Python's collector."""
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        run()
+        gc.collect()
+        return sorted(type(o).__name__ for o in gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -19,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn, relu
 
 import tscore as ts
+from tests.conftest import cyclic_garbage
 from tscore.dump.config import DumpConfigError
 from tscore.dump.reading import find_records, read_lines, summarise
 
@@ -74,6 +76,20 @@ def test_a_dumped_training_step_is_bit_identical_and_leaves_the_random_state_alo
         assert plain[key].numpy().tobytes() == dumped[key].numpy().tobytes(), key
     assert torch.equal(state_after_plain, state_after_dumped)
     assert len(records(tmp_path / "step0" / "rank0")) > 20
+
+
+def test_a_dumped_step_leaves_nothing_for_the_garbage_collector(tmp_path) -> None:
+    """What a step's dump made is freed when stop() returns, not at Python's next full collection.
+
+    A recorder kept in a reference cycle (by a capture made for each dump) took its weak references,
+    keys and records of every tensor into the oldest generation, step after step.
+    """
+    train_step()  # a first step makes what is made once (imports, caches)
+    plain = cyclic_garbage(train_step)
+    for level in ("L1", "mix"):
+        debugger = ts.dump.Debugger(dump_path=str(tmp_path / level), level=level)
+        train_step(debugger=debugger)  # a first dump makes what is made once (caches, pydantic's)
+        assert cyclic_garbage(functools.partial(train_step, debugger=debugger)) == plain, level
 
 
 def test_nothing_is_left_installed_after_stop_or_after_an_exception(tmp_path) -> None:

@@ -77,25 +77,39 @@ def _grad_fns(output: Any) -> list[Any]:
     return found
 
 
+@functools.lru_cache(maxsize=1)
+def _mode_class() -> type:
+    """Return the ``TorchFunctionMode`` class that hands every call to its capture: one for every dump.
+
+    Made once, on the first dump (torch is imported by then): a class made for each dump would
+    be cyclic garbage holding that dump's capture, recorder and records until Python's next full
+    collection.
+    """
+    from torch.overrides import TorchFunctionMode
+
+    class _Mode(TorchFunctionMode):
+        def __init__(self, capture: ApiCapture) -> None:
+            super().__init__()
+            self.capture = capture
+
+        def __torch_function__(
+            self, func: Callable[..., Any], types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
+        ) -> Any:
+            return self.capture.call(func, args, kwargs or {})
+
+    return _Mode
+
+
 class ApiCapture:
     """Report torch API calls to a dump recorder while installed; nothing is left once removed."""
 
     def __init__(self, recorder: Any) -> None:
         """Prepare the mode; nothing is installed until :meth:`install`."""
         import torch
-        from torch.overrides import TorchFunctionMode
-
-        capture = self
-
-        class _Mode(TorchFunctionMode):
-            def __torch_function__(
-                self, func: Callable[..., Any], types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
-            ) -> Any:
-                return capture.call(func, args, kwargs or {})
 
         self._torch = torch
         self._recorder = recorder
-        self._mode = _Mode()
+        self._mode: Any = _mode_class()(self)
         self._busy = 0
         self._installed = False
         self._node_handles: list[Any] = []
@@ -111,7 +125,10 @@ class ApiCapture:
         """Pop the mode and remove every ``grad_fn`` hook not yet fired."""
         if self._installed:
             self._installed = False
-            self._mode.__exit__(None, None, None)
+            # the mode's class holds this capture (and through it the recorder with the step's
+            # records): dropping it here frees them at once, not at Python's next full collection
+            mode, self._mode = self._mode, None
+            mode.__exit__(None, None, None)
         handles, self._node_handles = self._node_handles, []
         for handle in handles:
             handle.remove()
