@@ -199,6 +199,22 @@ VIEWS = frozenset(
 DUMPS_OWN = "_tscore_dumps_own"
 
 
+class _Active:
+    """The capture a set of wrappers reports to while it is installed; None: they call the original."""
+
+    __slots__ = ("capture",)
+
+    def __init__(self, capture: ApiCapture | None = None) -> None:
+        self.capture = capture
+
+
+# The wrappers of the APIs' own functions, made once per process and installed again by every dump:
+# making 1,400 closures a step cost 5 ms, and each step's were cyclic garbage (a wrapper holds its
+# capture, which holds its wrappers), 11,000 objects a step for Python's full collections.
+_SHARED = _Active()
+_SHARED_WRAPPERS: dict[tuple[int, str], Callable[..., Any]] = {}
+
+
 @dataclass(eq=False)
 class _Backward:
     """A dumped call's backward record in the making: the gradients into its outputs and out to its inputs."""
@@ -239,7 +255,10 @@ class ApiCapture:
         self._installed = False
         # (owner, attribute, original, whether the owner held it itself rather than inherited it)
         self._patched: list[tuple[Any, str, Any, bool]] = []
-        self._wrappers: dict[tuple[int, str], Callable[..., Any]] = {}
+        # the wrappers' slot: the shared one, unless another capture holds it (a dump inside a dump,
+        # whose wrappers then wrap the outer dump's)
+        self._active = _SHARED
+        self._wrappers = _SHARED_WRAPPERS
         self._hooks: list[Any] = []
         self._pending: set[_Backward] = set()  # calls whose backward record waits for a gradient
         names = ("float16", "float32", "float64", "bfloat16", "complex64", "complex128")
@@ -297,6 +316,9 @@ class ApiCapture:
 
     def install(self) -> HookHandles:
         """Replace every target with its wrapper; the returned handles put the originals back."""
+        if _SHARED.capture is not None:
+            self._active, self._wrappers = _Active(), {}
+        self._active.capture = self
         try:
             for prefix, owner, name, original in self._known_targets():
                 if prefix == "Primitive":
@@ -327,6 +349,8 @@ class ApiCapture:
                 setattr(owner, name, original)
             else:
                 delattr(owner, name)
+        if self._active.capture is self:
+            self._active.capture = None  # a wrapper someone kept calls the original from now on
         self.flush_backward()
         self._pending.clear()  # calls whose outputs never got a gradient: no backward ran for them
         hooks, self._hooks = self._hooks, []
@@ -341,10 +365,11 @@ class ApiCapture:
         known = self._wrappers.get(key)
         if known is not None:
             return known
-        capture = self
+        active = self._active
 
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if capture._busy or capture._recorder.busy:
+            capture = active.capture
+            if capture is None or capture._busy or capture._recorder.busy:
                 return original(*args, **kwargs)
             return capture.call(prefix, api, original, args, kwargs)
 
@@ -359,12 +384,22 @@ class ApiCapture:
 
     def _primitive_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
         """Wrap a Primitive class's ``__call__``: the API is the instance's class name (``MatMul``)."""
-        capture = self
+        key = (id(original), "Primitive")
+        known = self._wrappers.get(key)
+        if known is not None:
+            return known
+        active = self._active
 
         def __call__(primitive: Any, *args: Any, **kwargs: Any) -> Any:
-            name = type(primitive).__name__
-            if capture._busy or capture._recorder.busy or getattr(primitive, DUMPS_OWN, False):
+            capture = active.capture
+            if (
+                capture is None
+                or capture._busy
+                or capture._recorder.busy
+                or getattr(primitive, DUMPS_OWN, False)
+            ):
                 return original(primitive, *args, **kwargs)
+            name = type(primitive).__name__
             if name in NOT_COMPUTING_PRIMITIVES:  # neither it nor what it calls is recorded
                 capture._busy += 1
                 try:
@@ -381,6 +416,7 @@ class ApiCapture:
 
         __call__.__qualname__ = getattr(original, "__qualname__", "__call__")
         __call__.__doc__ = getattr(original, "__doc__", None)
+        self._wrappers[key] = __call__
         return __call__
 
     def call(
