@@ -137,14 +137,19 @@ def test_a_users_pipeline_error_reaches_their_own_handler_and_later_records_keep
         assert found[name, f"{name}_output"]["max"] == 10 * k
 
 
-def test_the_blocks_own_exception_is_the_one_raised_when_stopping_also_fails(tmp_path, launched) -> None:
+def test_the_blocks_own_exception_is_the_one_raised_when_stopping_also_fails(
+    tmp_path, launched, caplog
+) -> None:
     x = Tensor(np.ones((2, 2), np.float32))
+    # the failing operator is left out of the dump: no statistics launched behind it, which could
+    # take its error in (and raise it from the call) when the pipeline has already run it
     with pytest.raises(KeyError, match="the step's own"):
-        with ts.dump.Debugger(task="statistics", dump_path=str(tmp_path), level="L1"):
+        with ts.dump.Debugger(task="statistics", dump_path=str(tmp_path), level="L1", list=["abs", "exp"]):
             ops.abs(x)
             ops.exp(x)
-            USERS_FAILING_OPERATOR(x)  # its error would come at stop(), after the block's own
+            USERS_FAILING_OPERATOR(x)  # its error comes at stop(), after the block's own
             raise KeyError("the step's own")
+    assert "the user's own operator failed" in caplog.text  # stop() failed, and said so
     assert len(pipeline_stats._pending) == 0
 
 
