@@ -200,6 +200,9 @@ def worker(
         "plain_ms": statistics.median(plain) * 1e3,
         "dumped_ms": statistics.median(during) * 1e3,
         "after_ms": statistics.median(after) * 1e3,
+        # the means: what a run of many steps pays, Python's full collections (one step in several) included
+        "plain_mean_ms": statistics.fmean(plain) * 1e3,
+        "dumped_mean_ms": statistics.fmean(during) * 1e3,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         # the training thread's own CPU time: on a GPU, dumped_host near dumped_ms means the host is the limit
         "plain_host_ms": plain_host,
@@ -406,6 +409,11 @@ def main() -> None:
         notes.append(f"{row['bytes_per_step'] / 1e6:.1f} MB/step")
         notes.append(f"peak RSS {row['peak_rss_mb']:.0f} MB")
         notes.append(f"host CPU {row['plain_host_ms']:.1f} -> {row['dumped_host_ms']:.1f} ms")
+        if "dumped_mean_ms" in row:
+            notes.append(
+                f"means {row['dumped_mean_ms'] / row['plain_mean_ms']:.2f}x, collector "
+                f"{row['gc_ms_per_step']:.1f} ms/step ({row['full_gc_per_step']:.2f} full)"
+            )
         print(
             f"{row['tool']:8} {row['model']:12} {row['task']:10} {row['plain_ms']:7.1f}ms "
             f"{row['dumped_ms']:7.1f}ms "
