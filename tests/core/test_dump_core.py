@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -216,6 +217,35 @@ def test_a_truncated_last_line_is_skipped_and_the_rest_reads(tmp_path: Path) -> 
         "Torch_exp_1_forward",
         "Torch_exp_2_forward",
     ]
+
+
+@pytest.mark.parametrize("when", ["queued before the failure", "after the failure"])
+def test_a_tensor_that_cannot_be_written_still_leaves_the_step_s_last_dump_info(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    """dump_info.json says what the step recorded (frameworks, settings) even once a write failed."""
+    import tscore.dump.writer as writer_module
+
+    def too_long(path: str, array: object) -> None:
+        raise OSError(36, "File name too long")
+
+    monkeypatch.setattr(writer_module, "write_npy_fast", too_long)
+    writer = DumpWriter(str(tmp_path))
+    writer.write_info({"phase": "start"})
+    writer.submit_record({"name": "a"})
+    writer.submit_tensor("tensors/x.npy", np.ones(3, np.float32))
+    if when == "after the failure":
+        deadline = time.monotonic() + 10
+        while writer.failed is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert writer.failed is not None
+    writer.write_info({"phase": "stop", "settings": {"torch cpu": []}})
+    writer.close()
+    assert writer.failed is not None and "File name too long" in writer.failed
+    assert json.loads((tmp_path / "dump_info.json").read_text()) == {
+        "phase": "stop",
+        "settings": {"torch cpu": []},
+    }
 
 
 def test_a_failing_disk_stops_the_writer_with_one_warning_and_later_records_are_dropped(

@@ -190,15 +190,22 @@ class DumpWriter:
             array.release()  # its host memory goes back at once: the dump has stopped writing
 
     def write_info(self, info: Mapping[str, Any]) -> None:
-        """Queue ``dump_info.json`` (what was dumped, how): the thread replaces it atomically.
+        """Have ``dump_info.json`` (what was dumped, how) replaced atomically, by the thread.
 
         Written twice a step (at start and stop): opening, writing and renaming a file cost the
-        training thread about 0.4 ms each time, the thread's now. It goes ahead of the lines
-        queued after it, and :meth:`close` waits for it as for them.
+        training thread about 0.4 ms each time, the thread's now; :meth:`close` waits for it.
+        Once the dump has failed (a tensor that could not be written, say) it is written here,
+        at once: what the step recorded and the run's settings still reach the folder.
         """
         # orjson: the json module took 0.3 ms each time
         options = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE
-        self._put("info", orjson.dumps(info, default=str, option=options), _RECORD_BYTES)
+        text = orjson.dumps(info, default=str, option=options)
+        if self._put("info", text, _RECORD_BYTES):
+            return
+        try:
+            self._write_info(text)
+        except Exception as exc:  # a dump must never stop the training
+            self._fail(exc)
 
     def _write_info(self, text: bytes) -> None:
         write_atomic(os.path.join(self.folder, INFO_FILE), lambda stream: stream.write(text))
@@ -322,12 +329,12 @@ class DumpWriter:
             if kind == "stop":
                 break
             try:
-                if self.failed is None:
+                if kind == "info":  # written after a failure too: it says what the step recorded
+                    self._write_info(payload)
+                elif self.failed is None:
                     if kind == "lines":
                         for file, record in payload:
                             self._write_one(file, record)
-                    elif kind == "info":
-                        self._write_info(payload)
                     else:
                         self._write_tensor(*payload)
                 elif kind == "tensor" and isinstance(payload[1], PendingArray):
