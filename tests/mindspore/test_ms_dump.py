@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import weakref
 from pathlib import Path
 
 import mindspore as ms
@@ -237,16 +238,62 @@ def test_a_dumped_step_leaves_nothing_for_the_garbage_collector(tmp_path) -> Non
     assert cyclic_garbage(lambda: train_step(debugger)) == plain
 
 
-def test_an_api_kept_from_inside_a_dump_calls_the_original_once_it_stopped(tmp_path) -> None:
-    debugger = ts.dump.Debugger(dump_path=str(tmp_path), level="L1")
+def test_an_api_kept_from_inside_a_dump_calls_the_original_after_it_and_reports_to_a_later_one(
+    tmp_path,
+) -> None:
     x = Tensor(np.array([-1.0, 2.0], np.float32))
-    debugger.start()
-    kept = ops.relu  # the dump's wrapper
-    kept(x)
-    debugger.stop()
-    written = names(tmp_path)
+    with ts.dump.Debugger(dump_path=str(tmp_path / "a"), level="L1"):
+        kept = ops.relu  # the dump's wrapper
+        kept(x)
+    written = names(tmp_path / "a")
     assert kept(x).asnumpy().tolist() == [0.0, 2.0]  # after stop(): nothing recorded, nothing raised
-    assert names(tmp_path) == written and any("relu" in n for n in written)
+    assert names(tmp_path / "a") == written and "Functional_relu_0_forward" in written
+    with ts.dump.Debugger(dump_path=str(tmp_path / "b"), level="L1"):
+        kept(x)
+    assert names(tmp_path / "b") == ["Functional_relu_0_forward"]  # as ops.relu, not as its Primitive
+
+
+def test_dumps_stopped_out_of_order_leave_nothing_installed(tmp_path) -> None:
+    before = patched_objects()
+    x = Tensor(np.array([-1.0, 2.0], np.float32))
+    outer = ts.dump.Debugger(dump_path=str(tmp_path / "outer"), level="L1")
+    inner = ts.dump.Debugger(dump_path=str(tmp_path / "inner"), level="L1")
+    outer.start()
+    ops.exp(x)
+    inner.start()
+    ops.relu(x)
+    outer.stop()  # the outer dump first: the inner one had wrapped its wrappers
+    inner.stop()
+    after = patched_objects()
+    assert after.keys() == before.keys() and all(after[k] is before[k] for k in before)
+    assert names(tmp_path / "outer") == ["Functional_exp_0_forward", "Functional_relu_0_forward"]
+    assert names(tmp_path / "inner") == ["Functional_relu_0_forward"]
+    with ts.dump.Debugger(dump_path=str(tmp_path / "later"), level="L1"):
+        ops.relu(x)
+    assert names(tmp_path / "later") == ["Functional_relu_0_forward"]
+    after = patched_objects()
+    assert all(after[k] is before[k] for k in before)
+
+
+def test_a_function_the_user_replaced_is_not_kept_alive_by_the_dump(tmp_path) -> None:
+    """One wrapper per API is kept for the process; none for a function no longer in its place."""
+    x = Tensor(np.array([-1.0, 2.0], np.float32))
+    original = ops.relu
+
+    def users_relu(value: Tensor) -> Tensor:
+        return original(value)
+
+    gone = weakref.ref(users_relu)
+    ops.relu = users_relu
+    try:
+        with ts.dump.Debugger(dump_path=str(tmp_path / "a"), level="L1"):
+            ops.relu(x)
+    finally:
+        ops.relu = original
+    del users_relu
+    with ts.dump.Debugger(dump_path=str(tmp_path / "b"), level="L1"):
+        ops.relu(x)
+    assert gone() is None
 
 
 def test_a_function_the_user_replaced_between_dumps_is_the_one_put_back(tmp_path) -> None:

@@ -166,8 +166,9 @@ def _public_functions(namespace: Any) -> Iterator[tuple[str, Any]]:
             yield name, value
 
 
-# the targets of the last install, with the number of Primitive classes then (see _known_targets)
-_TARGETS: tuple[int, list[tuple[str, Any, str, Any]]] | None = None
+# the targets of the last install, with the number of Primitive classes then and whether that install
+# used the shared wrappers (see _known_targets)
+_TARGETS: tuple[tuple[int, bool], list[tuple[str, Any, str, Any]]] | None = None
 
 
 def _primitive_classes(root: type) -> Iterator[type]:
@@ -213,6 +214,9 @@ class _Active:
 # capture, which holds its wrappers), 11,000 objects a step for Python's full collections.
 _SHARED = _Active()
 _SHARED_WRAPPERS: dict[tuple[int, str], Callable[..., Any]] = {}
+# what a shared wrapper carries: the original it stands for. Found installed while no dump runs (a
+# dump stopped before the one started inside it put it back), it is taken for that original
+_WRAPS = "_tscore_shared_wrapper_of"
 
 
 @dataclass(eq=False)
@@ -237,6 +241,14 @@ def pynative_executor() -> Any:
         except ImportError:
             return None
     return _pynative_executor
+
+
+def _put_back(owner: Any, name: str, original: Any) -> None:
+    """Give ``owner`` its ``original`` again: by deleting its own attribute where it inherits it."""
+    if name in vars(owner):
+        delattr(owner, name)
+    if getattr(owner, name, None) is not original:
+        setattr(owner, name, original)
 
 
 class ApiCapture:
@@ -293,6 +305,8 @@ class ApiCapture:
             call = vars(cls).get("__call__")
             if call is not None and inspect.isfunction(call):
                 found.append(("Primitive", cls, "__call__", call))
+        if self._wrappers is _SHARED_WRAPPERS:  # no other dump runs: a shared wrapper found is a leftover
+            found = [(prefix, owner, name, getattr(fn, _WRAPS, fn)) for prefix, owner, name, fn in found]
         return found
 
     def _known_targets(self) -> list[tuple[str, Any, str, Any]]:
@@ -304,14 +318,19 @@ class ApiCapture:
         """
         global _TARGETS
         count = sum(1 for _ in _primitive_classes(self._ms.ops.Primitive))
+        shared = self._wrappers is _SHARED_WRAPPERS
         if (
             _TARGETS is not None
-            and _TARGETS[0] == count
+            and _TARGETS[0] == (count, shared)
             and all(getattr(owner, name, None) is original for _, owner, name, original in _TARGETS[1])
         ):
             return _TARGETS[1]
         found = self.targets()
-        _TARGETS = (count, found)
+        _TARGETS = ((count, shared), found)
+        if shared:  # the wrappers of functions no longer there go: each holds its original alive
+            wanted = {(id(fn), prefix) for prefix, _, _, fn in found}
+            for key in [key for key in _SHARED_WRAPPERS if key not in wanted]:
+                del _SHARED_WRAPPERS[key]
         return found
 
     def install(self) -> HookHandles:
@@ -344,8 +363,13 @@ class ApiCapture:
         """Put back every original (deleting what the owner only inherited); drop pending hooks."""
         self._installed = False
         patched, self._patched = self._patched, []
+        # a dump started inside another that has stopped already: what it wrapped were that dump's
+        # wrappers, which would stay installed; the originals they stand for go back instead
+        outer_gone = self._wrappers is not _SHARED_WRAPPERS and _SHARED.capture is None
         for owner, name, original, own in reversed(patched):
-            if own:
+            if outer_gone and hasattr(original, _WRAPS):
+                _put_back(owner, name, getattr(original, _WRAPS))
+            elif own:
                 setattr(owner, name, original)
             else:
                 delattr(owner, name)
@@ -379,8 +403,14 @@ class ApiCapture:
         # MindSpore's graph compiler unwraps a function before parsing it (inspect.unwrap): a
         # @jit construct that calls this API (nn.Adam's) compiles the original, not the wrapper
         wrapper.__wrapped__ = original  # type: ignore[attr-defined]
-        self._wrappers[key] = wrapper
+        self._keep(key, wrapper, original)
         return wrapper
+
+    def _keep(self, key: tuple[int, str], wrapper: Callable[..., Any], original: Callable[..., Any]) -> None:
+        """Keep a new wrapper for the next install; a shared one says which original it stands for."""
+        if self._wrappers is _SHARED_WRAPPERS:
+            setattr(wrapper, _WRAPS, original)
+        self._wrappers[key] = wrapper
 
     def _primitive_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
         """Wrap a Primitive class's ``__call__``: the API is the instance's class name (``MatMul``)."""
@@ -416,7 +446,7 @@ class ApiCapture:
 
         __call__.__qualname__ = getattr(original, "__qualname__", "__call__")
         __call__.__doc__ = getattr(original, "__doc__", None)
-        self._wrappers[key] = __call__
+        self._keep(key, __call__, original)
         return __call__
 
     def call(
