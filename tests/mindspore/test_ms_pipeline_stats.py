@@ -56,6 +56,14 @@ def launched(monkeypatch) -> list[int]:
     return count
 
 
+@pytest.fixture(params=["read at once", "launched"])
+def either_way(request, launched, monkeypatch) -> str:
+    """Each way the rest of a step's statistics go: launched into the pipeline, or read at once."""
+    if request.param == "read at once":
+        monkeypatch.setattr(pipeline_stats, "LAUNCH_SECONDS", float("inf"))
+    return request.param
+
+
 def entries(folder: Path) -> dict[tuple[str, str], dict]:
     found = {}
     for record in read_lines(str(folder / "step0" / "rank0" / "dump.jsonl")):
@@ -116,12 +124,9 @@ USERS_FAILING_OPERATOR = ops.Custom(
 )
 
 
-@pytest.mark.parametrize("mode", ["read at once", "launched"])
 def test_a_users_pipeline_error_reaches_their_own_handler_and_later_records_keep_their_numbers(
-    tmp_path, launched, monkeypatch, mode
+    tmp_path, either_way
 ) -> None:
-    if mode == "read at once":
-        monkeypatch.setattr(pipeline_stats, "LAUNCH_SECONDS", float("inf"))
     x = Tensor(np.ones((2, 2), np.float32))
     with ts.dump.Debugger(task="statistics", dump_path=str(tmp_path), level="L1"):
         ops.abs(x)
@@ -167,12 +172,7 @@ def test_a_dump_inside_a_dump_records_none_of_the_inner_dumps_operators(tmp_path
         assert exp["max"] == pytest.approx(float(np.e), rel=1e-6)
 
 
-@pytest.mark.parametrize("mode", ["read at once", "launched"])
-def test_an_error_of_the_users_own_operator_still_reaches_the_user(
-    tmp_path, launched, monkeypatch, mode
-) -> None:
-    if mode == "read at once":
-        monkeypatch.setattr(pipeline_stats, "LAUNCH_SECONDS", float("inf"))
+def test_an_error_of_the_users_own_operator_still_reaches_the_user(tmp_path, either_way) -> None:
     x = Tensor(np.ones((2, 2), np.float32))
     with pytest.raises(ValueError, match="the user's own operator failed"):  # as without the dump
         with ts.dump.Debugger(task="statistics", dump_path=str(tmp_path), level="L1"):
