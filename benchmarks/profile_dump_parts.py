@@ -1,9 +1,11 @@
 """Where a dumped training step's time goes, part by part: wall time against the calling thread's CPU time.
 
     python benchmarks/profile_dump_parts.py [--model resnet50] [--device cuda] [--steps 8]
+    python benchmarks/profile_dump_parts.py --task overflow_check
 
 Wraps, for this process only, the statistics' launches (the backend's ``tensor_stats``), the
-recorder's ``begin``/``end``/``backward`` (each includes the statistics of its values), the writer's
+recorder's ``begin``/``end``/``backward`` (each includes the statistics of its values) and
+``enter``/``leave`` (module calls), ``start()``, the writer's
 hand-over of a batch (staging the device statistics) and ``stop()``, and prints milliseconds per step
 with the count of calls. ``backward`` runs on autograd's device thread on CUDA, so its CPU time is not
 in the training thread's: the step's wall time can exceed the training thread's CPU time by as much.
@@ -29,12 +31,14 @@ def main() -> None:
     parser.add_argument("--model", default="resnet")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--task", default="statistics", help="statistics, tensor or overflow_check")
     args = parser.parse_args()
     import torch
     import torch.nn.functional as F
     from bench_dump import _model
 
     import tscore as ts
+    import tscore.dump.overflow as overflow_module
     import tscore.dump.recorder as recorder_module
     import tscore.dump.writer as writer_module
     from ts_torch.plugin import plugin as backend
@@ -58,18 +62,26 @@ def main() -> None:
         setattr(owner, name, wrapper)
 
     timed(backend, "tensor_stats", "statistics' launches")
+    timed(backend, "tensor_finite_probe", "overflow probes")
     timed(writer_module.DumpWriter, "_hand_over", "hand-over (stage + queue)")
-    for name in ("begin", "end", "backward"):
-        timed(recorder_module.DumpRecorder, name, f"recorder.{name}")
+    recorder_class = (
+        overflow_module.OverflowRecorder if args.task == "overflow_check" else recorder_module.DumpRecorder
+    )
+    for name in ("begin", "end", "backward", "enter", "leave"):
+        timed(recorder_class, name, f"recorder.{name}")
     torch.set_num_threads(1)
     net, x, y = _model(args.model)
     net, x, y = net.to(args.device), x.to(args.device), y.to(args.device)
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
-    debugger = ts.dump.Debugger(task="statistics", dump_path=tempfile.mkdtemp(), level="L1")
+    debugger = ts.dump.Debugger(task=args.task, dump_path=tempfile.mkdtemp(), level="L1")
     cuda = args.device.startswith("cuda")
 
     def dumped() -> None:
+        began, began_cpu = time.perf_counter(), time.thread_time()
         debugger.start(net)
+        wall["start()"] += time.perf_counter() - began
+        cpu["start()"] += time.thread_time() - began_cpu
+        calls["start()"] += 1
         optimizer.zero_grad()
         F.cross_entropy(net(x), y).backward()
         optimizer.step()

@@ -1,6 +1,7 @@
 """Where a dumped training step spends its time: cProfile of the training thread, or torch's profiler.
 
     python benchmarks/profile_dump_step.py [--model resnet50] [--device cuda] [--steps 3] [--lines 40]
+    python benchmarks/profile_dump_step.py --task overflow_check     # what the overflow check costs
     python benchmarks/profile_dump_step.py --device cuda --kernels    # device time by kernel
 
 cProfile prints the functions by their own time and by cumulative time (tscore's and ts_torch's
@@ -32,6 +33,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--lines", type=int, default=40)
+    parser.add_argument("--task", default="statistics", help="statistics, tensor or overflow_check")
     parser.add_argument("--kernels", action="store_true", help="torch's profiler: operators by device time")
     args = parser.parse_args()
     import torch
@@ -43,7 +45,7 @@ def main() -> None:
     net, x, y = _model(args.model)
     net, x, y = net.to(args.device), x.to(args.device), y.to(args.device)
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
-    debugger = ts.dump.Debugger(task="statistics", dump_path=tempfile.mkdtemp(), level="L1")
+    debugger = ts.dump.Debugger(task=args.task, dump_path=tempfile.mkdtemp(), level="L1")
 
     def dumped() -> None:
         debugger.start(net)
