@@ -82,6 +82,7 @@ HOOK_METHODS: dict[str, tuple[str | tuple[str, ...], ...]] = {
     "ts_run_settings": ("run_settings",),
     "ts_tensor_abs_max": ("tensor_types", "tensor_abs_max"),
     "ts_tensor_finite_probe": ("tensor_types", "tensor_finite_probe"),
+    "ts_read_scalars": ("tensor_types", "read_scalars"),
     "ts_tensor_requires_grad": ("tensor_types", "tensor_requires_grad"),
     "ts_device_overflow": ("device_overflow",),
     "ts_kernel_dump": ("kernel_dump",),
@@ -287,6 +288,10 @@ class Backend:
 
     def tensor_finite_probe(self, tensor: Any) -> Any:
         """Answer ``ts_tensor_finite_probe``: a number that is finite when every element is (a sum)."""
+        raise NotImplementedError
+
+    def read_scalars(self, values: Sequence[Any]) -> Sequence[float]:
+        """Answer ``ts_read_scalars``: many one-element tensors left on their devices, read as floats."""
         raise NotImplementedError
 
     def tensor_requires_grad(self, tensor: Any) -> bool | None:
@@ -521,6 +526,13 @@ class Backend:
     def ts_tensor_finite_probe(self, tensor: object) -> Any:
         """Give a number that is finite when every element of one of your tensors is (the overflow check)."""
         return self.tensor_finite_probe(tensor) if self.owns_tensor(tensor) else None
+
+    @hookimpl
+    def ts_read_scalars(self, values: Sequence[object]) -> Sequence[float] | None:
+        """Read many one-element tensors of yours left on their devices (the overflow check's probes)."""
+        if not values or not all(self.owns_tensor(value) for value in values):
+            return None
+        return self.read_scalars(values)
 
     @hookimpl
     def ts_current_rank(self) -> int | None:

@@ -549,7 +549,9 @@ def ts_tensor_abs_max(tensor: object) -> object | None:
     API call, so it is one reduction, in the tensor's own dtype (its largest
     value is what the check compares with), with no autograd graph and no
     copy of the tensor to the host. torch's answer: ``aminmax``, then the
-    larger of ``max`` and ``-min``.
+    larger of ``max`` and ``-min``. On a device that runs behind the host
+    (a GPU), return the value as a 0-d tensor left on the device, unread:
+    the check then reads many at once with your ``ts_read_scalars``.
     """
 
 
@@ -566,7 +568,22 @@ def ts_tensor_finite_probe(tensor: object) -> object | None:
     ``firstresult``: return ``None`` for tensors that are not yours and for
     every dtype you do not answer (half types: their near misses need the
     largest magnitude, so the check asks ``ts_tensor_abs_max`` for them).
-    torch's answer: ``torch.sum`` read with ``float()``.
+    torch's answer: ``torch.sum``, read with ``float()`` on the CPU and left
+    on the device, unread, elsewhere (see ``ts_tensor_abs_max``).
+    """
+
+
+@hookspec(firstresult=True)
+def ts_read_scalars(values: Sequence[object]) -> Sequence[float] | None:
+    """Read many one-element tensors of yours, left on their devices, with as few copies as you can.
+
+    ``firstresult``: return ``None`` when the values are not yours. ``values``
+    are what your ``ts_tensor_finite_probe`` and ``ts_tensor_abs_max`` left on
+    a device, about 64 calls' worth: the overflow check reads them together,
+    one wait for the device instead of one per call. Return one float per
+    value, in order (inf and NaN as they are). Optional: without it each is
+    read with ``float()``. torch's answer: one ``torch.stack`` per device and
+    dtype, read with ``tolist()``.
     """
 
 

@@ -308,3 +308,34 @@ def test_statistics_made_on_a_side_stream_are_copied_after_their_kernel_there() 
     assert type(stats) is fused_stats.SlabStats and stats.slab.stream == side.cuda_stream
     row = plugin.stats_to_host([stats])()[0]  # staged on the default stream, as the dump's hand-over is
     assert row == [3.0, 3.0, 3.0, 3.0 * 1024]
+
+
+def test_the_overflow_check_on_cuda_reads_no_probe_per_call_and_names_where_it_started(tmp_path) -> None:
+    """Probes stay on the device until a window's read (here at ``stop()``): no sync per API call."""
+    import warnings
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.Linear(16, 4)).to(CUDA).half()
+    x = (torch.randn(4, 8, device=CUDA) * 30).half()
+    net(x).float().sum().backward()  # cuBLAS's set-up, outside the check
+    torch.cuda.synchronize()
+    debugger = ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path), overflow_nums=-1)
+    debugger.start(net)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")  # each .item(), .cpu(), .tolist() on this thread warns
+        try:
+            net(x).float().sum().backward()
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+    debugger.step()
+    assert [str(w.message) for w in caught if "synchroniz" in str(w.message)] == []
+    assert debugger.overflows[0].events == [] and debugger.overflows[0].first_own is None
+    with torch.no_grad():
+        net[2].weight.mul_(10000.0)  # the second linear's float16 output overflows now
+    debugger.start(net)
+    net(x)
+    debugger.stop()
+    first = debugger.overflows[1].first_own
+    assert first is not None and first.call == "Functional.linear.1.forward" and first.module == "2"
+    assert first.where is not None and "test_cuda_dump.py" in first.where

@@ -43,6 +43,29 @@ class Scaled(torch.nn.Module):
         return self.fc3(h)
 
 
+@pytest.fixture(params=["probes read at once", "probes left on a faked GPU"])
+def probes(request, monkeypatch) -> list[int]:
+    """Run a test as on the CPU, and as on a GPU faked by CPU tensors whose probes are left unread.
+
+    On a GPU the torch backend leaves each probe on the device and the check reads a window of
+    them with one copy (``read_scalars``); here the CPU stands in for that device. Returns the
+    number of values in each such read.
+    """
+    import ts_torch.plugin
+
+    reads: list[int] = []
+    if request.param == "probes left on a faked GPU":
+        read = ts_torch.plugin.TorchBackend.read_scalars
+
+        def counted(self, values):  # type: ignore[no-untyped-def]
+            reads.append(len(values))
+            return read(self, values)
+
+        monkeypatch.setattr(ts_torch.plugin, "runs_behind_host", lambda tensor: True)
+        monkeypatch.setattr(ts_torch.plugin.TorchBackend, "read_scalars", counted)
+    return reads
+
+
 def line_of(marker: str) -> int:
     source, first = inspect.getsourcelines(Scaled.forward)
     return first + next(i for i, text in enumerate(source) if marker in text)
@@ -52,7 +75,7 @@ def inputs() -> torch.Tensor:
     return torch.randn(4, 8, generator=torch.Generator().manual_seed(1)).half() * 30
 
 
-def test_an_fp16_layer_that_overflows_is_named_where_it_started(tmp_path) -> None:
+def test_an_fp16_layer_that_overflows_is_named_where_it_started(tmp_path, probes) -> None:
     net = Scaled().half()
     debugger = ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path), overflow_nums=-1)
     debugger.start(net)
@@ -112,7 +135,71 @@ def test_the_nth_own_overflow_stops_the_step_with_ptdbgs_message(tmp_path) -> No
     assert _get_current_function_mode_stack() == []  # stop() took the capture off
 
 
-def test_a_backward_overflow_is_found_with_finite_forward_values(tmp_path) -> None:
+def test_on_a_faked_gpu_the_nth_overflow_stops_the_step_within_a_window_or_at_stop(
+    tmp_path, monkeypatch
+) -> None:
+    """Probes left on the device are read a window at a time: the limit stops the step at the read
+    that finds it, in a later call or at ``stop()``, with ptdbg's message."""
+    import ts_torch.plugin
+    from tscore.dump.overflow import WINDOW
+
+    monkeypatch.setattr(ts_torch.plugin, "runs_behind_host", lambda tensor: True)
+    net = Scaled().half()
+    debugger = ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path), overflow_nums=1)
+    debugger.start(net)
+    with pytest.raises(OverflowLimitError, match=r"^\[overflow 1 times\]") as raised:
+        net(inputs())  # fc2 overflows; few calls follow it: found when the window is read, at stop()
+        debugger.stop()
+    assert PKL.match(str(raised.value)) and not debugger.running
+    assert _get_current_function_mode_stack() == []
+    debugger.step()
+    debugger.start(net)
+    x = torch.ones(4, 16, dtype=torch.float16)
+    with pytest.raises(OverflowLimitError):
+        torch.mul(x, 1e5)  # inf
+        for _ in range(WINDOW):
+            torch.add(x, 1.0)  # the read after this many calls finds it, inside the step
+        pytest.fail("the window's read did not stop the step")
+    debugger.stop()
+    assert debugger.overflows[-1].first_own.call == "Torch.mul.0.forward"
+
+
+def test_on_a_faked_gpu_probes_are_read_a_window_at_a_time_never_per_call(tmp_path, probes) -> None:
+    """No read of the device per API call: one copy of many probes per window (and one at stop)."""
+    from tscore.dump.overflow import WINDOW
+
+    net = torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(100)])
+    x = torch.randn(2, 8)
+    plain = net(x).sum()
+    with ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path), overflow_nums=-1) as debugger:
+        checked = net(x).sum()
+        checked.backward()
+    assert torch.equal(plain, checked) and debugger.overflows[0].events == []
+    if probes:  # left on the device: 100 linears and a sum forward, their 101 backwards; a read per window
+        calls = 101 + 101
+        assert len(probes) == calls // WINDOW + 1 and sum(probes) > calls  # a backward has 2-3 gradients
+    else:
+        assert probes == []
+
+
+def test_on_a_faked_gpu_a_half_overflow_changed_in_place_before_the_read_still_counts(
+    tmp_path, monkeypatch
+) -> None:
+    """-inf made 0 by an in-place ReLU before the window is read: the probe's largest magnitude says
+    what the call made."""
+    import ts_torch.plugin
+
+    monkeypatch.setattr(ts_torch.plugin, "runs_behind_host", lambda tensor: True)
+    x = torch.full((4,), -40000.0, dtype=torch.float16)
+    with ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path), overflow_nums=-1) as debugger:
+        y = torch.mul(x, 2.0)  # -inf
+        torch.relu_(y)  # 0 now
+    (event,) = debugger.overflows[0].events
+    assert event.call == "Torch.mul.0.forward" and event.kind == "own"
+    assert event.outputs == {"Torch_mul_0_forward_output": "inf (changed in place after the call)"}
+
+
+def test_a_backward_overflow_is_found_with_finite_forward_values(tmp_path, probes) -> None:
     x = torch.full((4,), 1e-3, dtype=torch.float16, requires_grad=True)
     with ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path), overflow_nums=-1) as debugger:
         y = x * 100.0  # 0.1: finite
@@ -123,7 +210,7 @@ def test_a_backward_overflow_is_found_with_finite_forward_values(tmp_path) -> No
     assert torch.isinf(x.grad).all()  # the run's own result, untouched
 
 
-def test_half_outputs_close_to_their_largest_value_are_listed(tmp_path) -> None:
+def test_half_outputs_close_to_their_largest_value_are_listed(tmp_path, probes) -> None:
     x = torch.full((3,), 100.0, dtype=torch.float16)
     with ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path / "a")) as debugger:
         torch.mul(x, 400.0)  # 40000: within a factor 2 of 65504
@@ -137,7 +224,7 @@ def test_half_outputs_close_to_their_largest_value_are_listed(tmp_path) -> None:
     assert "no overflow" in debugger.overflows[0].line()
 
 
-def test_the_check_changes_no_number_and_leaves_nothing_installed(tmp_path) -> None:
+def test_the_check_changes_no_number_and_leaves_nothing_installed(tmp_path, probes) -> None:
     def step() -> tuple[torch.Tensor, torch.Tensor]:
         net = Scaled(scale=1.0)
         x = inputs().float()
@@ -262,7 +349,7 @@ def test_spec_004_scenario_3_runs_with_only_the_import_changed(tmp_path) -> None
     assert len(list(folder.glob("Overflow_info_*.pkl"))) == 2
 
 
-def test_calls_that_only_move_values_are_not_looked_at_and_attribution_holds(tmp_path) -> None:
+def test_calls_that_only_move_values_are_not_looked_at_and_attribution_holds(tmp_path, probes) -> None:
     x = torch.full((4,), 40000.0, dtype=torch.float16)
     with ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path), overflow_nums=-1) as debugger:
         y = torch.mul(x, 2.0)  # inf: own
@@ -272,7 +359,7 @@ def test_calls_that_only_move_values_are_not_looked_at_and_attribution_holds(tmp
     assert events == [("Torch.mul.0.forward", "own"), ("Torch.exp.0.forward", "passed_on")]
 
 
-def test_float32_values_whose_sum_overflows_are_no_overflow_and_a_real_inf_still_is(tmp_path) -> None:
+def test_float32_values_whose_sum_overflows_are_no_overflow_and_a_real_inf_still_is(tmp_path, probes) -> None:
     big = torch.full((8,), 3.0e38)  # finite float32 values whose sum is beyond float32: the cheap probe's inf
     assert not torch.isfinite(big.sum()) and torch.isfinite(big).all()
     with ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path), overflow_nums=-1) as debugger:
@@ -286,7 +373,9 @@ def test_float32_values_whose_sum_overflows_are_no_overflow_and_a_real_inf_still
     ]
 
 
-def test_a_healthy_step_writes_no_module_tree_and_an_overflowing_one_writes_all_of_it(tmp_path) -> None:
+def test_a_healthy_step_writes_no_module_tree_and_an_overflowing_one_writes_all_of_it(
+    tmp_path, probes
+) -> None:
     net = Scaled(scale=1.0).half()  # fc2 unscaled: nothing overflows
     debugger = ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path), overflow_nums=-1)
     debugger.start(net)

@@ -187,6 +187,11 @@ class Debugger:
             except Exception as exc:
                 failure = failure or exc
         assert recorder is not None and writer is not None
+        if isinstance(recorder, OverflowRecorder):
+            try:  # the calls whose probes were still on their device: the last of them may stop the step
+                recorder.settle()
+            except Exception as exc:
+                failure = exc
         recorder.close_kernels()
         if self._native is not None:
             self._record_native(recorder)

@@ -20,6 +20,14 @@ ptdbg's ``ValueError: [overflow N times]: dump file is saved in '...pkl'.``;
 each rank counts its own. Float16 and bfloat16 outputs that come within
 ``overflow_factor`` of their dtype's largest value are listed as near misses.
 ``overflow_summary.json`` in the step's folder says all of it.
+
+On a device that runs behind the host (a GPU), reading a probe is a wait for
+the device: the backend leaves the probe there instead (``wait=False``), and
+the check reads :data:`WINDOW` calls' probes at once (``ts_read_scalars``:
+one copy), then checks those calls in the order they ran, as above. An
+overflow is then found, and the step stopped, up to that many calls later;
+the tensors written for it are those of that moment (an in-place call since
+may have changed them), and its stack is the one taken at the call.
 """
 
 from __future__ import annotations
@@ -29,7 +37,8 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -46,6 +55,7 @@ SUMMARY_FILE = "overflow_summary.json"
 LARGEST = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38}  # the half types' largest finite values
 MAX_EVENTS = 1_000  # overflow events the summary lists at most (every one has its record)
 MAX_NEAR = 200  # near misses the summary lists at most
+WINDOW = 64  # calls whose probes wait on their device before one read settles them all
 # APIs that hand back memory nobody has written yet: whatever it holds (NaN often) is no overflow
 UNINITIALIZED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
 # APIs whose outputs are finite whenever their inputs are, forward and backward (they select, move,
@@ -212,6 +222,20 @@ def _leaves(value: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...]
 Leaves = list[tuple[tuple[str, ...], Any]]
 LazyLeaves = Callable[[], Leaves]
 Describe = Callable[[], list[dict[str, Any]]]  # the side's entries for the record
+# a probe left on its device: the value, the path of its tensor, its dtype's largest value (half types)
+Probe = tuple[Any, tuple[str, ...], "float | None"]
+
+
+@dataclass
+class _Waiting:
+    """A call whose probes are still on their device: what its check needs once they are read."""
+
+    token: CallToken
+    name: CallName
+    inputs: tuple[LazyLeaves, Describe]
+    outputs: tuple[LazyLeaves, Describe]
+    probes: list[Probe]
+    where: tuple[tuple[Any, ...], Any] | None  # the stack at the call (forward), for the record
 
 
 def _argument_leaves(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Leaves:
@@ -240,6 +264,7 @@ class OverflowRecorder(DumpRecorder):
             step=self.step, rank=self.rank, overflow_nums=self.config.overflow_nums
         )
         self._near_seen: set[tuple[str, str]] = set()
+        self._waiting: list[_Waiting] = []  # calls whose probes are still on their device, oldest first
         # a device that saturates instead of writing inf keeps a flag: lower it now, read it after each call
         flags = hook().ts_device_overflow
         self._flagged = bool(flags.get_hookimpls()) and flags() is not None
@@ -262,67 +287,131 @@ class OverflowRecorder(DumpRecorder):
     def end(self, token: CallToken, output: Any) -> None:
         """Look at a call's outputs; record it when they hold inf or NaN."""
         held, token.held = token.held, None
-        if not token.record or not self.active or self._plainly_finite((output,)):
+        if not token.record or not self.active:
+            return
+        look = self._first_look((output,), indexed=False)
+        if look is True:
             return
         args, kwargs = held if held is not None else ((), {})
         call = token.name.ptdbg
-        self._check(
-            token,
-            token.name,
-            (lambda: _argument_leaves(args, kwargs), lambda: self._arguments(call, "input", args, kwargs)),
-            (lambda: list(_leaves(output, ())), lambda: self._outputs(call, output)),
+        inputs = (
+            lambda: _argument_leaves(args, kwargs),
+            lambda: self._arguments(call, "input", args, kwargs),
         )
+        outputs = (lambda: list(_leaves(output, ())), lambda: self._outputs(call, output))
+        if look is False:
+            self._check(token, token.name, inputs, outputs)
+            return
+        # the frames of this and of the backend's call: the stack is taken now, stored only if recorded
+        where = self._stack_snapshot(2) if self.config.stack else None
+        self._wait(_Waiting(token, token.name, inputs, outputs, look, where))
 
     def backward(self, token: CallToken, grad_outputs: Any, grad_inputs: Any) -> None:
         """Look at the gradients a backward passed on (its inputs: the gradients into the call's outputs)."""
         if not self.active or not self._direction_wanted("backward"):
             return
-        if self._filter.everything and self._plainly_finite(grad_inputs or ()):
-            return
+        out = tuple(grad_inputs or ())
+        look: bool | list[Probe] = False
+        if self._filter.everything:
+            look = self._first_look(out, indexed=True)
+            if look is True:
+                return
         name = CallName(token.name.prefix, token.name.api, token.name.index, "backward")
         if not self._filter.wants(name):
             return
-        into, out = tuple(grad_outputs or ()), tuple(grad_inputs or ())
+        into = tuple(grad_outputs or ())
         call = name.ptdbg
-        self._check(
-            token,
-            name,
-            (lambda: list(_leaves(into, ())), lambda: self._values(call, "input", into)),
-            (lambda: list(_leaves(out, ())), lambda: self._values(call, "output", out)),
-        )
+        inputs = (lambda: list(_leaves(into, ())), lambda: self._values(call, "input", into))
+        outputs = (lambda: list(_leaves(out, ())), lambda: self._values(call, "output", out))
+        if isinstance(look, list):
+            self._wait(_Waiting(token, name, inputs, outputs, look, None))
+        else:
+            self._check(token, name, inputs, outputs)
 
     # ------------------------------------------------------------ the check
 
-    def _plainly_finite(self, values: Any) -> bool:
-        """Say whether ``values`` (tensors, None) are float32/float64 tensors whose sums are all finite.
+    def _first_look(self, values: Sequence[Any], indexed: bool) -> bool | list[Probe]:
+        """Probe tensors (or None): True when all are plainly finite, else False or probes to wait for.
 
-        The common case, settled with one probe per tensor and nothing else built: no names, no
-        leaves, no near misses (float32 and float64 have none); integer and bool tensors, which
-        hold no inf or NaN, need no probe. Anything else, and a device that keeps an overflow
-        flag, goes through :meth:`_check`.
+        False: the values need :meth:`_check` now; a list: the probes a backend left on its device.
+        The common case is settled with one probe per tensor and nothing else built: no names, no
+        leaves. A float32/float64 tensor gets a sum (``ts_tensor_finite_probe``), a half type its
+        largest magnitude (``ts_tensor_abs_max``: its near misses need it); integer and bool
+        tensors, which hold no inf or NaN, need none. A probe that is not finite, a half type near
+        its largest value, anything else, and a device that keeps an overflow flag, go through
+        :meth:`_check` at once.
+
+        :param indexed: the values are a backward's gradients, named by their index (else the
+            call's output itself).
         """
         if self._flagged:
             return False
+        waiting: list[Probe] = []
         self.busy += 1
         try:
-            for value in values:
+            for index, value in enumerate(values):
                 if value is None:
                     continue
                 ops = self._ops.of(value)
                 if ops is None:
                     return False
-                probe = ops.finite_probe(value)
+                largest = None
+                probe = ops.finite_probe(value, wait=False)
                 if probe is None:
-                    if ops.dtype(value) in INTEGER_DTYPES:  # no inf, no NaN: nothing to look at
+                    dtype = ops.dtype(value)
+                    if dtype in INTEGER_DTYPES:  # no inf, no NaN: nothing to look at
                         continue
-                    return False
-                if not math.isfinite(probe):
+                    largest = LARGEST.get(dtype)
+                    probe = None if largest is None else ops.abs_max(value, wait=False)
+                    if probe is None:
+                        return False
+                if type(probe) is not float:  # on its device: named as the record names the tensor
+                    waiting.append((probe, (str(index),) if indexed else (), largest))
+                elif not math.isfinite(probe) or (
+                    largest is not None and probe * self.config.overflow_factor >= largest
+                ):
                     return False
         except Exception:  # a meta or sparse tensor: the careful path says what it skips
             return False
         finally:
             self.busy -= 1
-        return True
+        return waiting or True
+
+    def _wait(self, waiting: _Waiting) -> None:
+        """Keep a call whose probes are on their device; read them all once :data:`WINDOW` calls wait."""
+        self._waiting.append(waiting)
+        if len(self._waiting) >= WINDOW:
+            self.settle()
+
+    def settle(self) -> None:
+        """Read the probes still on their devices in one go and check their calls, in the order they ran.
+
+        Called every :data:`WINDOW` calls and by the debugger's ``stop()``. Raises
+        :class:`OverflowLimitError` as :meth:`_check` does.
+        """
+        waiting, self._waiting = self._waiting, []
+        if not waiting or not self.active:
+            return
+        probes = [probe for item in waiting for probe, _, _ in item.probes]
+        values = _read_probes(self._ops, probes)
+        factor = self.config.overflow_factor
+        at = 0
+        for item in waiting:
+            found = values[at : at + len(item.probes)]
+            at += len(item.probes)
+            if all(
+                math.isfinite(value) and (largest is None or value * factor < largest)
+                for value, (_, _, largest) in zip(found, item.probes, strict=True)
+            ):
+                continue
+            # a largest magnitude that was not finite is an overflow even if an in-place call has
+            # changed the tensor since; a sum that was not finite may be finite values adding up
+            probed = {
+                tensor_name(item.name.ptdbg, "output", path): _spelled(value)
+                for value, (_, path, largest) in zip(found, item.probes, strict=True)
+                if largest is not None and not math.isfinite(value)
+            }
+            self._check(item.token, item.name, item.inputs, item.outputs, item.where, probed)
 
     def _magnitudes(
         self, call: str, side: str, leaves: Leaves
@@ -363,14 +452,21 @@ class OverflowRecorder(DumpRecorder):
         name: CallName,
         inputs: tuple[LazyLeaves, Describe],
         outputs: tuple[LazyLeaves, Describe],
+        where: tuple[tuple[Any, ...], Any] | None = None,
+        probed: Mapping[str, str] | None = None,
     ) -> None:
         """Record the call when an output holds inf or NaN; count an own overflow, stop at the limit.
 
         ``inputs`` and ``outputs``: the tensors by path, and how to describe the side for the record.
+        A call checked after its probes were read later (:meth:`settle`) brings the stack taken at
+        the call (``where``) and the outputs its probes found not finite (``probed``): an output
+        changed in place since (``relu_``) still counts.
         """
         call = name.ptdbg
         flag = self._flagged and bool(hook().ts_device_overflow())
         bad_out, seen_out = self._magnitudes(call, "output", outputs[0]())
+        for tensor, value in (probed or {}).items():
+            bad_out.setdefault(tensor, f"{value} (changed in place after the call)")
         if flag and not bad_out:  # saturated: finite values, but the device saw the overflow
             bad_out = {tensor: "overflow flag" for tensor, *_ in seen_out} or {
                 f"{call}_output": "overflow flag"
@@ -384,7 +480,9 @@ class OverflowRecorder(DumpRecorder):
         kind = "passed_on" if bad_in or (backward and token.nonfinite) else "own"
         if not backward:
             token.nonfinite = True
-            if self.config.stack:  # the frames of end(), _check() and this: the backend's call is 3 up
+            if where is not None:
+                token.stack = self._stack_id(where)
+            elif self.config.stack:  # the frames of end(), _check() and this: the backend's call is 3 up
                 token.stack = self._stack(depth=3)
         event = OverflowEvent(
             name=call,
@@ -486,6 +584,24 @@ class OverflowRecorder(DumpRecorder):
             write_atomic(os.path.join(self.writer.folder, SUMMARY_FILE), lambda stream: stream.write(data))
         except TscoreError as exc:
             log.warning("overflow summary not written: %s", exc)
+
+
+def _read_probes(ops: Any, probes: Sequence[Any]) -> list[float]:
+    """Read probes left on their devices, one copy per backend (the probes of a window share one mostly)."""
+    values: list[float] = [math.nan] * len(probes)
+    by_ops: dict[int, tuple[Any, list[int]]] = {}
+    for index, probe in enumerate(probes):
+        owner = ops.of(probe)
+        by_ops.setdefault(id(owner), (owner, []))[1].append(index)
+    for owner, indices in by_ops.values():
+        read = (
+            owner.read_scalars([probes[i] for i in indices])
+            if owner is not None
+            else [float(probes[i]) for i in indices]
+        )
+        for index, value in zip(indices, read, strict=True):
+            values[index] = value
+    return values
 
 
 def read_overflow_summary(folder: str | os.PathLike[str]) -> OverflowSummary:

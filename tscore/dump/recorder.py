@@ -150,10 +150,13 @@ class TensorOps:
         found = hook().ts_run_settings(framework=self.framework, device=device)
         return [RunSetting.model_validate(s).model_dump() for s in found or ()]
 
-    def abs_max(self, tensor: Any) -> float | None:
+    def abs_max(self, tensor: Any, *, wait: bool = True) -> Any:
         """Return the largest |x| (NaN, inf when present; None: not floating), computed on the device.
 
         A backend without ``ts_tensor_abs_max`` is asked for its statistics instead.
+
+        :param wait: False: a value the backend left on its device (unread) comes back as it is,
+            to be read with others (:meth:`read_scalars`); a number comes back as a float.
         """
         if not self._abs_max:
             found = hook().ts_tensor_abs_max(tensor=tensor)
@@ -165,13 +168,13 @@ class TensorOps:
                 return max(high, -low) if high == high and low == low else math.nan
         else:
             found = self._backend.tensor_abs_max(tensor)
-        return None if found is None else float(found)
+        return _number(found, wait)
 
-    def finite_probe(self, tensor: Any) -> float | None:
+    def finite_probe(self, tensor: Any, *, wait: bool = True) -> Any:
         """Return a number that is finite when every element is (a sum on the device); None: not answered.
 
         The overflow check's cheap first look; it asks :meth:`abs_max` when this is None or not
-        finite (a sum of finite values may overflow).
+        finite (a sum of finite values may overflow). ``wait`` as for :meth:`abs_max`.
         """
         if not self._probe:
             return None
@@ -179,7 +182,21 @@ class TensorOps:
             found = hook().ts_tensor_finite_probe(tensor=tensor)
         else:
             found = self._backend.tensor_finite_probe(tensor)
-        return None if found is None else float(found)
+        if found is None or type(found) is float:  # the common case, read on the host: as it is
+            return found
+        return _number(found, wait)
+
+    def read_scalars(self, values: Sequence[Any]) -> list[float]:
+        """Read many values this backend left on its device (``ts_read_scalars``: one copy), as floats.
+
+        A backend without that hook has each one read with ``float()``.
+        """
+        found = None
+        if self._backend is None or self._backend.implements("ts_read_scalars"):
+            found = hook().ts_read_scalars(values=list(values))
+        if found is None:
+            return [float(value) for value in values]
+        return [float(value) for value in found]
 
     def requires_grad(self, tensor: Any) -> bool | None:
         """Return whether the tensor takes part in autograd; None when its backend does not say."""
@@ -192,6 +209,15 @@ class TensorOps:
     def key(self, tensor: Any) -> Any:
         """Return an identity of the tensor's current contents, or None when the backend gives none."""
         return hook().ts_tensor_key(tensor=tensor)
+
+
+def _number(found: Any, wait: bool) -> Any:
+    """Return a backend's answer as a float; with ``wait=False`` one left on its device stays as it is."""
+    if found is None:
+        return None
+    if wait or isinstance(found, (int, float, np.generic)):
+        return float(found)
+    return found
 
 
 class _Dispatch:
@@ -575,13 +601,19 @@ class DumpRecorder:
         """Return the id of the calling stack, stored once per distinct stack.
 
         :param depth: frames to pass over: 2 from :meth:`begin` reaches the backend's frame.
-
-        The stack is told apart by its frames' code objects and instruction offsets alone (cheap
-        to gather per call); the frames shown to users, without tscore's and the framework's own, are
-        worked out once per distinct stack.
         """
         if not self.config.stack:
             return None
+        return self._stack_id(self._stack_snapshot(depth + 1))
+
+    def _stack_snapshot(self, depth: int) -> tuple[tuple[Any, ...], Any]:
+        """Return the calling stack's key and, the first time this dump meets it, its frames worked out.
+
+        The stack is told apart by its frames' code objects and instruction offsets alone (cheap
+        to gather per call); the frames shown to users, without tscore's and the framework's own, are
+        worked out once per distinct stack. :meth:`_stack_id` stores it, now or once a deferred
+        check finds the call worth a record.
+        """
         where = []
         frame: Any = sys._getframe(depth)
         while frame is not None:
@@ -590,15 +622,22 @@ class DumpRecorder:
             where.append((id(frame.f_code), frame.f_lasti))
             frame = frame.f_back
         key = tuple(where)
-        known = self._stack_ids.get(key)
-        if known is not None:
-            return known[0]
+        if key in self._stack_ids:
+            return key, None
         worked_out = self.stack_cache.get(key)  # the same stack in an earlier step of this debugger
         if worked_out is None:
             worked_out = self._work_out_stack(depth + 1)
             if len(self.stack_cache) >= _STACK_CACHE_LIMIT:
                 self.stack_cache.clear()
             self.stack_cache[key] = worked_out
+        return key, worked_out
+
+    def _stack_id(self, snapshot: tuple[tuple[Any, ...], Any]) -> int:
+        """Store a stack taken by :meth:`_stack_snapshot` (once per distinct stack) and return its id."""
+        key, worked_out = snapshot
+        known = self._stack_ids.get(key)
+        if known is not None:
+            return int(known[0])
         shown, lines, codes = worked_out
         found = self._stacks.get(shown)
         if found is None:

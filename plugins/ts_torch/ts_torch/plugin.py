@@ -64,6 +64,11 @@ def _dtype_name(tensor: Any) -> str:
     return str(tensor.dtype).removeprefix("torch.")
 
 
+def runs_behind_host(tensor: Any) -> bool:
+    """Whether reading a value of ``tensor`` waits for its device: every device but the CPU."""
+    return not tensor.is_cpu
+
+
 class TorchBackend(Backend):
     """Tensors, gradients, checkpoints and networks of PyTorch."""
 
@@ -260,33 +265,55 @@ class TorchBackend(Backend):
         return bool(tensor.requires_grad)
 
     def tensor_abs_max(self, tensor: Any) -> Any:
-        """Return the largest |x| as a float: one ``aminmax`` on the tensor's device, NaN and inf kept.
+        """Return the largest |x|: one ``aminmax`` on the tensor's device, NaN and inf kept.
 
-        None for integer, bool, complex, empty and meta tensors: they cannot overflow to inf.
+        A float for a tensor in host memory; on a device, a 0-d tensor left there, unread
+        (:meth:`read_scalars` reads many at once). None for integer, bool, complex, empty and meta
+        tensors: they cannot overflow to inf.
         """
         import torch
 
         if not tensor.is_floating_point() or tensor.is_meta or tensor.numel() == 0:
             return None
         t = tensor.detach() if tensor.requires_grad and torch.is_grad_enabled() else tensor
+        if runs_behind_host(t):  # reading it would wait for the device: NaN carries through maximum
+            low, high = torch.aminmax(t)
+            return torch.maximum(high, low.neg())
         low, high = (float(v) for v in torch.aminmax(t))  # one kernel; the rest is two numbers
         if low != low or high != high:
             return math.nan
         return max(high, -low)
 
     def tensor_finite_probe(self, tensor: Any) -> Any:
-        """Return the sum of a float32 or float64 tensor as a float: finite when every element is.
+        """Return the sum of a float32 or float64 tensor: finite when every element is.
 
-        One ``torch.sum`` (about five times cheaper than ``aminmax`` on a CPU); None for other
-        dtypes (half types go to :meth:`tensor_abs_max`, whose value their near misses need),
-        empty and meta tensors.
+        One ``torch.sum`` (about five times cheaper than ``aminmax`` on a CPU): a float for a
+        tensor in host memory, a 0-d tensor left on any other device (see :meth:`tensor_abs_max`).
+        None for other dtypes (half types go to :meth:`tensor_abs_max`, whose value their near
+        misses need), empty and meta tensors.
         """
         import torch
 
         if tensor.dtype not in (torch.float32, torch.float64) or tensor.is_meta or tensor.numel() == 0:
             return None
         t = tensor.detach() if tensor.requires_grad and torch.is_grad_enabled() else tensor
-        return float(torch.sum(t))
+        total = torch.sum(t)
+        return total if runs_behind_host(t) else float(total)
+
+    def read_scalars(self, values: Sequence[Any]) -> Sequence[float]:
+        """Read many one-element tensors: one ``stack`` and one ``tolist()`` per device and dtype."""
+        import torch
+
+        groups: dict[tuple[Any, Any], list[int]] = {}
+        for index, value in enumerate(values):
+            groups.setdefault((value.device, value.dtype), []).append(index)
+        found = [math.nan] * len(values)
+        with torch.no_grad():
+            for indices in groups.values():
+                read = torch.stack([values[i].reshape(()) for i in indices]).tolist()
+                for index, value in zip(indices, read, strict=True):
+                    found[index] = float(value)
+        return found
 
     def tensor_key(self, tensor: Any) -> Any:
         """Identify the contents: memory, version counter (it moves on every in-place change), layout.
