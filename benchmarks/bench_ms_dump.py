@@ -1,9 +1,14 @@
 """What an API-level dump costs a MindSpore training step (PyNative, CPU, one thread).
 
 Each model and task runs in a fresh interpreter (``--worker``): plain steps
-(forward, backward, SGD), then dumped steps (``start``, step, ``stop``,
-``step()``), then plain steps again; the ratio of the medians is taken within
-one worker, so the machine's drift between workers does not enter it.
+(forward, backward, SGD) and dumped steps (``start``, step, ``stop``,
+``step()``) one after the other, then plain steps again; the ratio of the
+medians is taken within one worker, so the machine's drift between workers
+does not enter it. Plain and dumped steps alternate because MindSpore's own
+steps drift within a process: on a 2-core machine they came out at 45-60 ms
+or at 100-140 ms (its runtime's threads busy on both cores), and a block of
+plain steps followed by a block of dumped ones read anything from 1.1x to
+2.4x for the same dump.
 msprobe's MindSpore dump is not run: on MindSpore's CPU build it stops the
 step (``The kernel LinalgVectorNorm unregistered``, issue 12).
 
@@ -133,8 +138,11 @@ def worker(model_name: str, task: str, steps: int, folder: str, data_mode: str) 
         step()  # warm-up: kernels selected, caches filled
     debugger = ts.dump.Debugger(task=task, dump_path=folder, level="L1", data_mode=[data_mode])
     timed(True, debugger)  # the first dumped step installs the wrappers' caches
-    plain = [timed(False) for _ in range(steps)]
-    dumped = [timed(True, debugger) for _ in range(steps)]
+    plain: list[float] = []
+    dumped: list[float] = []
+    for _ in range(steps):  # alternating: the runtime's drift within a process falls on both alike
+        plain.append(timed(False))
+        dumped.append(timed(True, debugger))
     after = [timed(False) for _ in range(steps)]
     debugger.close()
     return {
