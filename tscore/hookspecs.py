@@ -568,8 +568,12 @@ def ts_tensor_finite_probe(tensor: object) -> object | None:
     ``firstresult``: return ``None`` for tensors that are not yours and for
     every dtype you do not answer (half types: their near misses need the
     largest magnitude, so the check asks ``ts_tensor_abs_max`` for them).
-    torch's answer: ``torch.sum``, read with ``float()`` on the CPU and left
-    on the device, unread, elsewhere (see ``ts_tensor_abs_max``).
+    torch's answer: ``torch.sum``, read with ``float()``. On a device that
+    runs behind the host, leave the value there, unread (see
+    ``ts_tensor_abs_max``), and make it one that finite values can never make
+    inf or NaN (torch's: the sum of ``t * 0``): it is read after later calls,
+    which may have changed the tensor in place, so a non-finite value must
+    mean an overflow for sure.
     """
 
 

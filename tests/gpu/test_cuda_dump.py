@@ -339,3 +339,18 @@ def test_the_overflow_check_on_cuda_reads_no_probe_per_call_and_names_where_it_s
     first = debugger.overflows[1].first_own
     assert first is not None and first.call == "Functional.linear.1.forward" and first.module == "2"
     assert first.where is not None and "test_cuda_dump.py" in first.where
+    from tscore.dump.overflow import WINDOW
+
+    debugger.step()
+    debugger.start()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            for _ in range(4 * WINDOW):
+                torch.add(x, 1.0)
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+    debugger.stop()
+    syncs = [w for w in caught if "synchroniz" in str(w.message)]
+    assert 1 <= len(syncs) <= 4  # a read per window of calls, not one per call

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 import inspect
 import json
 import re
 import subprocess
 import sys
 import textwrap
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -43,27 +46,34 @@ class Scaled(torch.nn.Module):
         return self.fc3(h)
 
 
+@dataclasses.dataclass
+class Probes:
+    """How a test's probes are read: on the CPU at once, or left on a GPU faked by the CPU."""
+
+    faked_gpu: bool
+    reads: list[int]  # on the faked GPU: the number of values each read took
+
+
 @pytest.fixture(params=["probes read at once", "probes left on a faked GPU"])
-def probes(request, monkeypatch) -> list[int]:
+def probes(request, monkeypatch) -> Probes:
     """Run a test as on the CPU, and as on a GPU faked by CPU tensors whose probes are left unread.
 
     On a GPU the torch backend leaves each probe on the device and the check reads a window of
-    them with one copy (``read_scalars``); here the CPU stands in for that device. Returns the
-    number of values in each such read.
+    them with one copy (``read_scalars``); here the CPU stands in for that device.
     """
     import ts_torch.plugin
 
-    reads: list[int] = []
-    if request.param == "probes left on a faked GPU":
+    found = Probes(request.param == "probes left on a faked GPU", [])
+    if found.faked_gpu:
         read = ts_torch.plugin.TorchBackend.read_scalars
 
         def counted(self, values):  # type: ignore[no-untyped-def]
-            reads.append(len(values))
+            found.reads.append(len(values))
             return read(self, values)
 
         monkeypatch.setattr(ts_torch.plugin, "runs_behind_host", lambda tensor: True)
         monkeypatch.setattr(ts_torch.plugin.TorchBackend, "read_scalars", counted)
-    return reads
+    return found
 
 
 def line_of(marker: str) -> int:
@@ -139,7 +149,7 @@ def test_on_a_faked_gpu_the_nth_overflow_stops_the_step_within_a_window_or_at_st
     tmp_path, monkeypatch
 ) -> None:
     """Probes left on the device are read a window at a time: the limit stops the step at the read
-    that finds it, in a later call or at ``stop()``, with ptdbg's message."""
+    that finds it, in a later call or at ``stop()``, with ptdbg's message; ``step()`` still moves on."""
     import ts_torch.plugin
     from tscore.dump.overflow import WINDOW
 
@@ -147,21 +157,20 @@ def test_on_a_faked_gpu_the_nth_overflow_stops_the_step_within_a_window_or_at_st
     net = Scaled().half()
     debugger = ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path), overflow_nums=1)
     debugger.start(net)
+    net(inputs())  # fc2 overflows; few calls follow it: still waiting for the window's read
     with pytest.raises(OverflowLimitError, match=r"^\[overflow 1 times\]") as raised:
-        net(inputs())  # fc2 overflows; few calls follow it: found when the window is read, at stop()
-        debugger.stop()
-    assert PKL.match(str(raised.value)) and not debugger.running
+        debugger.step()  # stop() reads it
+    assert PKL.match(str(raised.value)) and not debugger.running and debugger.current_step == 1
     assert _get_current_function_mode_stack() == []
-    debugger.step()
     debugger.start(net)
     x = torch.ones(4, 16, dtype=torch.float16)
+    torch.mul(x, 1e5)  # inf
     with pytest.raises(OverflowLimitError):
-        torch.mul(x, 1e5)  # inf
         for _ in range(WINDOW):
             torch.add(x, 1.0)  # the read after this many calls finds it, inside the step
-        pytest.fail("the window's read did not stop the step")
     debugger.stop()
     assert debugger.overflows[-1].first_own.call == "Torch.mul.0.forward"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step0", "step1"]
 
 
 def test_on_a_faked_gpu_probes_are_read_a_window_at_a_time_never_per_call(tmp_path, probes) -> None:
@@ -175,28 +184,66 @@ def test_on_a_faked_gpu_probes_are_read_a_window_at_a_time_never_per_call(tmp_pa
         checked = net(x).sum()
         checked.backward()
     assert torch.equal(plain, checked) and debugger.overflows[0].events == []
-    if probes:  # left on the device: 100 linears and a sum forward, their 101 backwards; a read per window
+    if probes.faked_gpu:  # 100 linears and a sum forward, their 101 backwards: a read per window
         calls = 101 + 101
-        assert len(probes) == calls // WINDOW + 1 and sum(probes) > calls  # a backward has 2-3 gradients
+        assert len(probes.reads) == calls // WINDOW + 1 and sum(probes.reads) > calls  # 2-3 gradients each
     else:
-        assert probes == []
+        assert probes.reads == []
 
 
-def test_on_a_faked_gpu_a_half_overflow_changed_in_place_before_the_read_still_counts(
-    tmp_path, monkeypatch
-) -> None:
-    """-inf made 0 by an in-place ReLU before the window is read: the probe's largest magnitude says
-    what the call made."""
-    import ts_torch.plugin
-
-    monkeypatch.setattr(ts_torch.plugin, "runs_behind_host", lambda tensor: True)
-    x = torch.full((4,), -40000.0, dtype=torch.float16)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_an_overflow_changed_in_place_before_the_window_is_read_still_counts(tmp_path, probes, dtype) -> None:
+    """-inf made 0 by an in-place ReLU: on a faked GPU the probe, taken at the call, says what it made."""
+    x = torch.full((4,), -40000.0 if dtype == torch.float16 else -3e38, dtype=dtype)
     with ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path), overflow_nums=-1) as debugger:
         y = torch.mul(x, 2.0)  # -inf
         torch.relu_(y)  # 0 now
     (event,) = debugger.overflows[0].events
     assert event.call == "Torch.mul.0.forward" and event.kind == "own"
-    assert event.outputs == {"Torch_mul_0_forward_output": "inf (changed in place after the call)"}
+    # read at once: the largest magnitude, inf; read later: what the probe taken at the call said
+    said = "inf" if dtype == torch.float16 else "inf or nan"
+    said = f"{said} (changed in place after the call)" if probes.faked_gpu else "inf"
+    assert event.outputs == {"Torch_mul_0_forward_output": said}
+
+
+def test_calls_checked_at_once_wait_for_those_before_them_on_a_faked_gpu_too(tmp_path, probes) -> None:
+    """A call with several outputs (``var_mean``) or a filtered backward is checked at once: the calls
+    still waiting before it are checked first, so the first overflow and the limit stay where they were."""
+    x = torch.full((4,), 40000.0, dtype=torch.float16)
+    debugger = ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path / "a"), overflow_nums=1)
+    debugger.start()
+    with pytest.raises(OverflowLimitError):
+        torch.mul(x, 2.0)  # inf: the first own overflow, the limit (raised here when read at once)
+        spread = torch.tensor([300.0, -300.0, 300.0, -300.0], dtype=torch.float16)
+        torch.var_mean(spread)  # 120000: var_mean's own overflow (two outputs: checked at once)
+        debugger.stop()
+    debugger.stop()
+    summary = debugger.overflows[0]
+    assert summary.first_own.call == "Torch.mul.0.forward" and summary.own == 1
+    # a list filter: exp's backward is checked at once, after its forward (still waiting) was
+    w = torch.full((4,), 12.0, dtype=torch.float16, requires_grad=True)
+    with ts.dump.Debugger(
+        task="overflow_check", dump_path=str(tmp_path / "b"), overflow_nums=-1, list=["exp"]
+    ) as debugger:
+        torch.exp(w).float().sum().backward()  # exp(12) = 162754 > 65504: inf; its backward passes it on
+    kinds = [(e.call, e.kind) for e in debugger.overflows[0].events]
+    assert kinds == [("Torch.exp.0.forward", "own"), ("Torch.exp.0.backward", "passed_on")]
+
+
+def test_an_overflow_limit_found_at_stop_keeps_no_later_tensor_alive(tmp_path, probes) -> None:
+    """The calls waiting behind the one that reached the limit hold nothing once it is raised."""
+    x = torch.full((1024,), 40000.0, dtype=torch.float16)
+    debugger = ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path), overflow_nums=1)
+    debugger.start()
+    refs = []
+    with pytest.raises(OverflowLimitError) as raised:
+        torch.mul(x, 2.0)  # inf
+        refs = [weakref.ref(torch.add(x, 1.0)) for _ in range(30)]  # finite, dropped at once
+        debugger.stop()
+    assert raised.value.__traceback__ is not None  # the caught exception, with its frames, still here
+    gc.collect()
+    assert [r for r in refs if r() is not None] == []
+    debugger.stop()
 
 
 def test_a_backward_overflow_is_found_with_finite_forward_values(tmp_path, probes) -> None:

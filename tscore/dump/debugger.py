@@ -185,13 +185,17 @@ class Debugger:
             try:
                 handle.remove()
             except Exception as exc:
+                if failure is not None:
+                    log.warning("dump: %s", exc)
                 failure = failure or exc
         assert recorder is not None and writer is not None
         if isinstance(recorder, OverflowRecorder):
             try:  # the calls whose probes were still on their device: the last of them may stop the step
                 recorder.settle()
             except Exception as exc:
-                failure = exc
+                if failure is not None:
+                    log.warning("dump: %s", exc)
+                failure = failure or exc
         recorder.close_kernels()
         if self._native is not None:
             self._record_native(recorder)
@@ -301,9 +305,14 @@ class Debugger:
             self._thread = None
 
     def step(self) -> None:
-        """End the current step (stopping it if it runs); the next :meth:`start` dumps the next one."""
-        self.stop()
-        self.current_step += 1
+        """End the current step (stopping it if it runs); the next :meth:`start` dumps the next one.
+
+        The step ends even when stopping raises (an overflow limit found at ``stop()``).
+        """
+        try:
+            self.stop()
+        finally:
+            self.current_step += 1
 
     def __enter__(self) -> Debugger:
         """Start dumping (without a model: API records only)."""

@@ -24,10 +24,13 @@ each rank counts its own. Float16 and bfloat16 outputs that come within
 On a device that runs behind the host (a GPU), reading a probe is a wait for
 the device: the backend leaves the probe there instead (``wait=False``), and
 the check reads :data:`WINDOW` calls' probes at once (``ts_read_scalars``:
-one copy), then checks those calls in the order they ran, as above. An
-overflow is then found, and the step stopped, up to that many calls later;
-the tensors written for it are those of that moment (an in-place call since
-may have changed them), and its stack is the one taken at the call.
+one copy), then checks those calls in the order they ran, as above; a call
+that must be checked at once (several outputs, a filter) first settles the
+calls before it. An overflow is then found, and the step stopped, up to that
+many calls later; the tensors written for it, and the inputs that tell an own
+overflow from one passed on, are those of that moment (an in-place call since
+may have changed them), and its stack is the one taken at the call. Until
+then the waiting calls' inputs and outputs are kept alive.
 """
 
 from __future__ import annotations
@@ -300,6 +303,7 @@ class OverflowRecorder(DumpRecorder):
         )
         outputs = (lambda: list(_leaves(output, ())), lambda: self._outputs(call, output))
         if look is False:
+            self.settle()  # the calls still waiting ran first: they are checked first
             self._check(token, token.name, inputs, outputs)
             return
         # the frames of this and of the backend's call: the stack is taken now, stored only if recorded
@@ -326,6 +330,7 @@ class OverflowRecorder(DumpRecorder):
         if isinstance(look, list):
             self._wait(_Waiting(token, name, inputs, outputs, look, None))
         else:
+            self.settle()  # the calls still waiting ran first (its forward, maybe): they are checked first
             self._check(token, name, inputs, outputs)
 
     # ------------------------------------------------------------ the check
@@ -386,32 +391,43 @@ class OverflowRecorder(DumpRecorder):
     def settle(self) -> None:
         """Read the probes still on their devices in one go and check their calls, in the order they ran.
 
-        Called every :data:`WINDOW` calls and by the debugger's ``stop()``. Raises
-        :class:`OverflowLimitError` as :meth:`_check` does.
+        Called every :data:`WINDOW` calls, before a call that is checked at once, and by the
+        debugger's ``stop()``. Raises :class:`OverflowLimitError` as :meth:`_check` does; the calls
+        after the one that reached the limit are dropped, and nothing of theirs is kept.
         """
-        waiting, self._waiting = self._waiting, []
-        if not waiting or not self.active:
+        if not self._waiting:
             return
-        probes = [probe for item in waiting for probe, _, _ in item.probes]
-        values = _read_probes(self._ops, probes)
-        factor = self.config.overflow_factor
-        at = 0
-        for item in waiting:
-            found = values[at : at + len(item.probes)]
-            at += len(item.probes)
-            if all(
-                math.isfinite(value) and (largest is None or value * factor < largest)
-                for value, (_, _, largest) in zip(found, item.probes, strict=True)
-            ):
-                continue
-            # a largest magnitude that was not finite is an overflow even if an in-place call has
-            # changed the tensor since; a sum that was not finite may be finite values adding up
-            probed = {
-                tensor_name(item.name.ptdbg, "output", path): _spelled(value)
-                for value, (_, path, largest) in zip(found, item.probes, strict=True)
-                if largest is not None and not math.isfinite(value)
-            }
-            self._check(item.token, item.name, item.inputs, item.outputs, item.where, probed)
+        waiting, self._waiting = self._waiting, []
+        if not self.active:
+            return
+        item: _Waiting | None = None
+        try:
+            probes = [probe for item in waiting for probe, _, _ in item.probes]
+            values = _read_probes(self._ops, probes)
+            del probes
+            factor = self.config.overflow_factor
+            at = 0
+            for item in waiting:
+                found = values[at : at + len(item.probes)]
+                at += len(item.probes)
+                if all(
+                    math.isfinite(value) and (largest is None or value * factor < largest)
+                    for value, (_, _, largest) in zip(found, item.probes, strict=True)
+                ):
+                    continue
+                # a probe on a device is exact (finite values never make it inf or NaN): an output
+                # an in-place call changed since the call (relu_) still counts
+                probed = {  # a largest magnitude tells inf from NaN; the sum of t * 0 is NaN for both
+                    tensor_name(item.name.ptdbg, "output", path): (
+                        _spelled(value) if largest is not None else "inf or nan"
+                    )
+                    for value, (_, path, largest) in zip(found, item.probes, strict=True)
+                    if not math.isfinite(value)
+                }
+                self._check(item.token, item.name, item.inputs, item.outputs, item.where, probed)
+        finally:  # an OverflowLimitError's traceback holds this frame: it must hold no tensor
+            waiting.clear()
+            item = None
 
     def _magnitudes(
         self, call: str, side: str, leaves: Leaves

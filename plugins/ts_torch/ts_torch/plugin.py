@@ -288,7 +288,8 @@ class TorchBackend(Backend):
         """Return the sum of a float32 or float64 tensor: finite when every element is.
 
         One ``torch.sum`` (about five times cheaper than ``aminmax`` on a CPU): a float for a
-        tensor in host memory, a 0-d tensor left on any other device (see :meth:`tensor_abs_max`).
+        tensor in host memory. On any other device, the sum of ``t * 0`` (NaN exactly when an
+        element is inf or NaN), left there as a 0-d tensor (see :meth:`tensor_abs_max`).
         None for other dtypes (half types go to :meth:`tensor_abs_max`, whose value their near
         misses need), empty and meta tensors.
         """
@@ -297,8 +298,11 @@ class TorchBackend(Backend):
         if tensor.dtype not in (torch.float32, torch.float64) or tensor.is_meta or tensor.numel() == 0:
             return None
         t = tensor.detach() if tensor.requires_grad and torch.is_grad_enabled() else tensor
-        total = torch.sum(t)
-        return total if runs_behind_host(t) else float(total)
+        if runs_behind_host(t):
+            # read later, after in-place calls may have changed the tensor: a probe that finite values
+            # can never make inf (a plain sum can), so that a non-finite one is an overflow for sure
+            return torch.sum(t * 0)
+        return float(torch.sum(t))
 
     def read_scalars(self, values: Sequence[Any]) -> Sequence[float]:
         """Read many one-element tensors: one ``stack`` and one ``tolist()`` per device and dtype."""
