@@ -571,7 +571,7 @@ def ts_tensor_finite_probe(tensor: object) -> object | None:
     torch's answer: ``torch.sum``, read with ``float()``. On a device that
     runs behind the host, leave the value there, unread (see
     ``ts_tensor_abs_max``), and make it one that finite values can never make
-    inf or NaN (torch's: the sum of ``t * 0``): it is read after later calls,
+    inf or NaN (torch's: the largest magnitude): it is read after later calls,
     which may have changed the tensor in place, so a non-finite value must
     mean an overflow for sure.
     """

@@ -173,6 +173,28 @@ def test_on_a_faked_gpu_the_nth_overflow_stops_the_step_within_a_window_or_at_st
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step0", "step1"]
 
 
+def test_on_a_faked_gpu_close_ends_the_writer_even_when_the_limit_is_found_there(
+    tmp_path, monkeypatch
+) -> None:
+    import threading
+
+    import ts_torch.plugin
+
+    monkeypatch.setattr(ts_torch.plugin, "runs_behind_host", lambda tensor: True)
+
+    def writers() -> int:
+        return sum(t.name == "tscore-dump-writer" for t in threading.enumerate())
+
+    before = writers()
+    debugger = ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path), overflow_nums=1)
+    debugger.start()
+    torch.mul(torch.full((4,), 40000.0, dtype=torch.float16), 2.0)  # inf, still waiting
+    assert writers() == before + 1
+    with pytest.raises(OverflowLimitError):
+        debugger.close()
+    assert writers() == before and not debugger.running
+
+
 def test_on_a_faked_gpu_probes_are_read_a_window_at_a_time_never_per_call(tmp_path, probes) -> None:
     """No read of the device per API call: one copy of many probes per window (and one at stop)."""
     from tscore.dump.overflow import WINDOW
@@ -189,6 +211,12 @@ def test_on_a_faked_gpu_probes_are_read_a_window_at_a_time_never_per_call(tmp_pa
         assert len(probes.reads) == calls // WINDOW + 1 and sum(probes.reads) > calls  # 2-3 gradients each
     else:
         assert probes.reads == []
+    probes.reads.clear()
+    with ts.dump.Debugger(task="overflow_check", dump_path=str(tmp_path / "b"), overflow_nums=-1):
+        for _ in range(WINDOW):
+            torch.add(x, 1.0)  # waits for the window's read
+            torch.add(torch.empty(0), 1.0)  # no probe: checked at once, finite, reads nothing else
+    assert probes.reads == ([WINDOW] if probes.faked_gpu else [])
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
@@ -201,8 +229,7 @@ def test_an_overflow_changed_in_place_before_the_window_is_read_still_counts(tmp
     (event,) = debugger.overflows[0].events
     assert event.call == "Torch.mul.0.forward" and event.kind == "own"
     # read at once: the largest magnitude, inf; read later: what the probe taken at the call said
-    said = "inf" if dtype == torch.float16 else "inf or nan"
-    said = f"{said} (changed in place after the call)" if probes.faked_gpu else "inf"
+    said = "inf (changed in place after the call)" if probes.faked_gpu else "inf"
     assert event.outputs == {"Torch_mul_0_forward_output": said}
 
 

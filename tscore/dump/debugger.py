@@ -297,12 +297,14 @@ class Debugger:
 
     def close(self) -> None:
         """Stop dumping and end the writing thread (it also ends with the debugger or the process)."""
-        self.stop()
-        if self._native is not None:
-            self._native.close()
-        if self._thread is not None:
-            self._thread.shutdown()
-            self._thread = None
+        try:
+            self.stop()
+        finally:  # also when stopping raises (an overflow limit found at stop())
+            if self._native is not None:
+                self._native.close()
+            if self._thread is not None:
+                self._thread.shutdown()
+                self._thread = None
 
     def step(self) -> None:
         """End the current step (stopping it if it runs); the next :meth:`start` dumps the next one.

@@ -25,7 +25,7 @@ On a device that runs behind the host (a GPU), reading a probe is a wait for
 the device: the backend leaves the probe there instead (``wait=False``), and
 the check reads :data:`WINDOW` calls' probes at once (``ts_read_scalars``:
 one copy), then checks those calls in the order they ran, as above; a call
-that must be checked at once (several outputs, a filter) first settles the
+checked at once (several outputs, a filter) that overflows first settles the
 calls before it. An overflow is then found, and the step stopped, up to that
 many calls later; the tensors written for it, and the inputs that tell an own
 overflow from one passed on, are those of that moment (an in-place call since
@@ -303,7 +303,6 @@ class OverflowRecorder(DumpRecorder):
         )
         outputs = (lambda: list(_leaves(output, ())), lambda: self._outputs(call, output))
         if look is False:
-            self.settle()  # the calls still waiting ran first: they are checked first
             self._check(token, token.name, inputs, outputs)
             return
         # the frames of this and of the backend's call: the stack is taken now, stored only if recorded
@@ -330,7 +329,6 @@ class OverflowRecorder(DumpRecorder):
         if isinstance(look, list):
             self._wait(_Waiting(token, name, inputs, outputs, look, None))
         else:
-            self.settle()  # the calls still waiting ran first (its forward, maybe): they are checked first
             self._check(token, name, inputs, outputs)
 
     # ------------------------------------------------------------ the check
@@ -391,8 +389,8 @@ class OverflowRecorder(DumpRecorder):
     def settle(self) -> None:
         """Read the probes still on their devices in one go and check their calls, in the order they ran.
 
-        Called every :data:`WINDOW` calls, before a call that is checked at once, and by the
-        debugger's ``stop()``. Raises :class:`OverflowLimitError` as :meth:`_check` does; the calls
+        Called every :data:`WINDOW` calls, when a call checked at once turns out to overflow, and
+        by the debugger's ``stop()``. Raises :class:`OverflowLimitError` as :meth:`_check` does; the calls
         after the one that reached the limit are dropped, and nothing of theirs is kept.
         """
         if not self._waiting:
@@ -417,11 +415,9 @@ class OverflowRecorder(DumpRecorder):
                     continue
                 # a probe on a device is exact (finite values never make it inf or NaN): an output
                 # an in-place call changed since the call (relu_) still counts
-                probed = {  # a largest magnitude tells inf from NaN; the sum of t * 0 is NaN for both
-                    tensor_name(item.name.ptdbg, "output", path): (
-                        _spelled(value) if largest is not None else "inf or nan"
-                    )
-                    for value, (_, path, largest) in zip(found, item.probes, strict=True)
+                probed = {
+                    tensor_name(item.name.ptdbg, "output", path): _spelled(value)
+                    for value, (_, path, _) in zip(found, item.probes, strict=True)
                     if not math.isfinite(value)
                 }
                 self._check(item.token, item.name, item.inputs, item.outputs, item.where, probed)
@@ -490,6 +486,9 @@ class OverflowRecorder(DumpRecorder):
         if not bad_out:
             self._near_misses(call, seen_out)
             return
+        # calls still waiting for their probes ran before this one (its own forward, maybe): they are
+        # checked first, so that the first overflow, the limit and a backward's kind stay right
+        self.settle()
         bad_in, seen_in = self._magnitudes(call, "input", inputs[0]())
         backward = name.direction == "backward"
         # a backward also computes with what its forward saw: inf there is passed on, not made here

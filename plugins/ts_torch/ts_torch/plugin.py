@@ -288,8 +288,8 @@ class TorchBackend(Backend):
         """Return the sum of a float32 or float64 tensor: finite when every element is.
 
         One ``torch.sum`` (about five times cheaper than ``aminmax`` on a CPU): a float for a
-        tensor in host memory. On any other device, the sum of ``t * 0`` (NaN exactly when an
-        element is inf or NaN), left there as a 0-d tensor (see :meth:`tensor_abs_max`).
+        tensor in host memory. On any other device, the largest magnitude, left there as a 0-d
+        tensor (:meth:`tensor_abs_max`): exact, where a sum of finite values may be inf.
         None for other dtypes (half types go to :meth:`tensor_abs_max`, whose value their near
         misses need), empty and meta tensors.
         """
@@ -300,20 +300,28 @@ class TorchBackend(Backend):
         t = tensor.detach() if tensor.requires_grad and torch.is_grad_enabled() else tensor
         if runs_behind_host(t):
             # read later, after in-place calls may have changed the tensor: a probe that finite values
-            # can never make inf (a plain sum can), so that a non-finite one is an overflow for sure
-            return torch.sum(t * 0)
+            # can never make inf (a sum can), so that a non-finite one is an overflow for sure
+            return self.tensor_abs_max(t)
         return float(torch.sum(t))
 
     def read_scalars(self, values: Sequence[Any]) -> Sequence[float]:
-        """Read many one-element tensors: one ``stack`` and one ``tolist()`` per device and dtype."""
+        """Read many one-element tensors: one ``stack`` and one ``tolist()`` per device and dtype.
+
+        The device is synchronised first: a probe may have been made on another stream than the
+        current one (a backward's).
+        """
         import torch
 
         groups: dict[tuple[Any, Any], list[int]] = {}
         for index, value in enumerate(values):
             groups.setdefault((value.device, value.dtype), []).append(index)
         found = [math.nan] * len(values)
+        synced = set()
         with torch.no_grad():
-            for indices in groups.values():
+            for (device, _), indices in groups.items():
+                if device.type != "cpu" and device not in synced:  # probes made on any stream, backward's too
+                    synced.add(device)
+                    torch.accelerator.synchronize(device)
                 read = torch.stack([values[i].reshape(()) for i in indices]).tolist()
                 for index, value in zip(indices, read, strict=True):
                     found[index] = float(value)
