@@ -338,8 +338,9 @@ class OverflowRecorder(DumpRecorder):
 
         False: the values need :meth:`_check` now; a list: the probes a backend left on its device.
         The common case is settled with one probe per tensor and nothing else built: no names, no
-        leaves. A float32/float64 tensor gets a sum (``ts_tensor_finite_probe``), a half type its
-        largest magnitude (``ts_tensor_abs_max``: its near misses need it); integer and bool
+        leaves. A float32/float64 tensor gets a sum (``ts_tensor_finite_probe``; on a device, an
+        exact probe the backend chooses), a half type its largest magnitude
+        (``ts_tensor_abs_max``: its near misses need it); integer and bool
         tensors, which hold no inf or NaN, need none. A probe that is not finite, a half type near
         its largest value, anything else, and a device that keeps an overflow flag, go through
         :meth:`_check` at once.

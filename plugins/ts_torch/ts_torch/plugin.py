@@ -64,6 +64,15 @@ def _dtype_name(tensor: Any) -> str:
     return str(tensor.dtype).removeprefix("torch.")
 
 
+def _synchronize(torch: Any, device: Any) -> None:
+    """Wait for every stream of ``device`` (torch.accelerator where torch has it, else CUDA's)."""
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is not None and hasattr(accelerator, "synchronize"):
+        accelerator.synchronize(device)
+    elif device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def runs_behind_host(tensor: Any) -> bool:
     """Whether reading a value of ``tensor`` waits for its device: every device but the CPU."""
     return not tensor.is_cpu
@@ -316,12 +325,12 @@ class TorchBackend(Backend):
         for index, value in enumerate(values):
             groups.setdefault((value.device, value.dtype), []).append(index)
         found = [math.nan] * len(values)
-        synced = set()
+        synced: set[Any] = set()
         with torch.no_grad():
             for (device, _), indices in groups.items():
                 if device.type != "cpu" and device not in synced:  # probes made on any stream, backward's too
                     synced.add(device)
-                    torch.accelerator.synchronize(device)
+                    _synchronize(torch, device)
                 read = torch.stack([values[i].reshape(()) for i in indices]).tolist()
                 for index, value in zip(indices, read, strict=True):
                     found[index] = float(value)
