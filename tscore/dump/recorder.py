@@ -182,8 +182,6 @@ class TensorOps:
             found = hook().ts_tensor_finite_probe(tensor=tensor)
         else:
             found = self._backend.tensor_finite_probe(tensor)
-        if found is None or type(found) is float:  # the common case, read on the host: as it is
-            return found
         return _number(found, wait)
 
     def read_scalars(self, values: Sequence[Any]) -> list[float]:
@@ -191,9 +189,12 @@ class TensorOps:
 
         A backend without that hook has each one read with ``float()``.
         """
-        found = None
-        if self._backend is None or self._backend.implements("ts_read_scalars"):
+        if self._backend is None:
             found = hook().ts_read_scalars(values=list(values))
+        elif self._backend.implements("ts_read_scalars"):
+            found = self._backend.read_scalars(values)
+        else:
+            found = None
         if found is None:
             return [float(value) for value in values]
         return [float(value) for value in found]
@@ -213,8 +214,8 @@ class TensorOps:
 
 def _number(found: Any, wait: bool) -> Any:
     """Return a backend's answer as a float; with ``wait=False`` one left on its device stays as it is."""
-    if found is None:
-        return None
+    if found is None or type(found) is float:  # the common case, read on the host: as it is
+        return found
     if wait or isinstance(found, (int, float, np.generic)):
         return float(found)
     return found
