@@ -10,16 +10,32 @@ dump (:mod:`tscore.dump.native`) use it too.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 CHUNK = 1 << 20  # elements widened to float64 at a time for the norm
 Stats = tuple[float, float, float, float]
+# tscore.compare.c_kernel once its library loaded (one compiled pass instead of numpy's four); False
+# when it cannot serve (no C compiler at install); None until the first statistics
+_KERNEL: Any = None
+
+
+def _compiled() -> Any:
+    """Return the compiled kernel's module when its library serves, else None (loaded on first use)."""
+    global _KERNEL
+    if _KERNEL is None:
+        from tscore.compare import c_kernel  # the compare package, imported with a dump's first statistics
+
+        _KERNEL = c_kernel if c_kernel.load_error() is None else False
+    return _KERNEL or None
 
 
 def array_stats(array: np.ndarray) -> Stats | None:
     """Return ``(max, min, mean, norm)`` as Python floats; None for an empty array.
 
+    One pass of the compiled kernel (``tscore_array_stats`` in ``pair_kernel.c``) where it was
+    built and reads the dtype; numpy's reductions otherwise, with the same results to rounding.
     Max and min are taken in the array's own dtype, the mean and the norm in float64 (the
     norm a chunk at a time, so float32 squares never overflow and no float64 copy of the whole
     array is made); 16-bit floats (``ml_dtypes`` bfloat16 included) are widened to float32 and
@@ -31,7 +47,10 @@ def array_stats(array: np.ndarray) -> Stats | None:
     values = np.asarray(array)
     if values.dtype.kind == "c":
         values = np.abs(values)
-    elif values.dtype.kind != "f":  # integers and bools: float64 holds every int32 exactly
+    kernel = _compiled()
+    if kernel is not None and kernel.supports(values.dtype):
+        return _finished(kernel.c_array_stats(values), values.size)
+    if values.dtype.kind != "f":  # integers and bools: float64 holds every int32 exactly
         values = values.astype(np.float64)
     elif values.dtype.itemsize < 4:  # float16, bfloat16: float32 holds them exactly
         values = values.astype(np.float32)
@@ -44,3 +63,26 @@ def array_stats(array: np.ndarray) -> Stats | None:
             chunk = flat[start : start + CHUNK].astype(np.float64)
             squares += float(np.dot(chunk, chunk))
     return high, low, mean, math.sqrt(squares)
+
+
+def memory_stats(address: int, dtype: np.dtype, count: int) -> Stats | None:
+    """Return ``(max, min, mean, norm)`` of ``count`` contiguous elements of ``dtype`` at ``address``.
+
+    For a backend whose tensor lies in host memory and can name its address (torch's
+    ``data_ptr()``), which costs less than viewing it as a numpy array: one pass of the compiled
+    kernel, the results those of :func:`array_stats`. The memory must stay alive through the call.
+    None when the kernel was not built or does not read ``dtype``, or ``count`` is 0: the backend
+    then summarises the tensor its own way.
+    """
+    kernel = _compiled()
+    if kernel is None or count <= 0 or not kernel.supports(dtype):
+        return None
+    return _finished(kernel.c_memory_stats(address, dtype, count), count)
+
+
+def _finished(found: tuple[float, float, float, float, int], count: int) -> Stats:
+    """Turn the kernel's largest, smallest, sum, sum of squares and NaN count into the four statistics."""
+    high, low, total, squares, nans = found
+    if nans:  # as numpy's and torch's reductions: one NaN makes every statistic NaN
+        return math.nan, math.nan, math.nan, math.nan
+    return high, low, total / count, math.sqrt(squares)

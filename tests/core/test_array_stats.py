@@ -8,7 +8,20 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from tscore.plugin_api import array_stats
+import tscore.array_stats
+from tscore.compare import c_kernel
+from tscore.plugin_api import array_stats, memory_stats
+
+
+@pytest.fixture(autouse=True, params=["compiled pass", "numpy reductions"])
+def kernel(request, monkeypatch) -> str:
+    """Run every test through the compiled kernel (built by the install: it must load) and through numpy."""
+    if request.param == "compiled pass":
+        assert c_kernel.load_error() is None, "tscore was installed without its C kernel: reinstall with cc"
+        monkeypatch.setattr(tscore.array_stats, "_KERNEL", c_kernel)
+    else:
+        monkeypatch.setattr(tscore.array_stats, "_KERNEL", False)
+    return request.param
 
 
 def float64_stats(values: np.ndarray) -> tuple[float, float, float, float]:
@@ -44,3 +57,29 @@ def test_a_large_float32_norm_does_not_overflow() -> None:
 def test_integers_keep_every_digit() -> None:
     values = np.array([16_777_217, 1], dtype=np.int32)  # 2**24 + 1: float32 would round it
     assert array_stats(values)[:3] == (16_777_217.0, 1.0, 8_388_609.0)
+
+
+def test_every_statistic_is_nan_when_one_value_is_and_infinities_are_kept() -> None:
+    assert all(math.isnan(v) for v in array_stats(np.full(5000, np.nan, np.float32)))
+    high, low, mean, norm = array_stats(np.array([np.inf, -np.inf, 1.0], dtype=np.float64))
+    assert (high, low, norm) == (math.inf, -math.inf, math.inf) and math.isnan(mean)
+    assert array_stats(np.full(3, -np.inf, np.float32))[:2] == (-math.inf, -math.inf)
+
+
+def test_a_strided_or_big_endian_array_gives_what_its_copy_gives() -> None:
+    values = np.random.default_rng(1).standard_normal((300, 40)).astype(np.float32)
+    assert array_stats(values[:, ::3]) == pytest.approx(float64_stats(values[:, ::3]), rel=1e-6)
+    swapped = values.astype(">f4")
+    assert array_stats(swapped) == pytest.approx(float64_stats(values), rel=1e-6)
+
+
+def test_memory_stats_reads_an_address_as_array_stats_reads_the_array(kernel) -> None:
+    values = (np.random.default_rng(2).standard_normal(10_001) * 7).astype(np.float32)
+    address = values.__array_interface__["data"][0]
+    found = memory_stats(address, values.dtype, values.size)
+    if kernel == "numpy reductions":  # no compiled kernel: the backend is told to summarise its own way
+        assert found is None
+        return
+    assert found == pytest.approx(float64_stats(values), rel=1e-6)
+    assert memory_stats(address, values.dtype, 0) is None
+    assert memory_stats(address, np.dtype(np.complex64), 4) is None

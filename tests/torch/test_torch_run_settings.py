@@ -19,8 +19,54 @@ from tscore.dump.reading import read_info
 
 
 def _torch_reductions(t: torch.Tensor) -> list[float]:
-    """What the CPU path gives (aminmax, sum / n, vector_norm), as the writer reads it."""
-    return [float(v) for v in plugin.tensor_stats(t)]
+    """torch's own reductions (aminmax, sum / n, vector_norm), as the writer reads them."""
+    low, high = torch.aminmax(t)
+    return [float(high), float(low), float(t.sum()) / t.numel(), float(torch.linalg.vector_norm(t))]
+
+
+_VIEWS = {
+    "float32": lambda: torch.randn(3000, generator=_SEEDED) * 5 - 1,
+    "float64": lambda: torch.randn(257, dtype=torch.float64, generator=_SEEDED) * 1e6,
+    "float16": lambda: (torch.randn(999, generator=_SEEDED) * 300).half(),
+    "bfloat16": lambda: (torch.randn(999, generator=_SEEDED) * 300).bfloat16(),
+    "int64": lambda: torch.randint(-(2**40), 2**40, (500,), generator=_SEEDED),
+    "uint8": lambda: torch.randint(0, 256, (77,), dtype=torch.uint8, generator=_SEEDED),
+    "bool": lambda: torch.rand(40, generator=_SEEDED) > 0.5,
+    "a strided view": lambda: (torch.randn(60, 50, generator=_SEEDED) * 3)[::2, 1::3].t(),
+    "a view at an offset": lambda: torch.randn(1000, generator=_SEEDED)[613:],
+    "a parameter": lambda: torch.nn.Parameter(torch.randn(8, 8, generator=_SEEDED)),
+    "a negated view": lambda: torch._neg_view(torch.randn(100, generator=_SEEDED) + 2),
+    "complex": lambda: torch.randn(64, dtype=torch.complex64, generator=_SEEDED),
+    "nan": lambda: torch.tensor([1.0, float("nan"), 2.0]),
+    "both infinities": lambda: torch.tensor([-float("inf"), float("inf"), 0.0]),
+}
+
+
+_LEFT_TO_TORCH = ("a negated view", "complex")  # the kernel does not read them: torch's float32 reductions
+
+
+@pytest.mark.parametrize("kind", list(_VIEWS))
+def test_cpu_statistics_from_one_compiled_pass_equal_torchs_in_float64(kind, monkeypatch) -> None:
+    import tscore.array_stats
+    from tscore.compare import c_kernel
+
+    values = _VIEWS[kind]()
+    assert c_kernel.load_error() is None, "tscore was installed without its C kernel: reinstall with cc"
+    found = [float(v) for v in plugin.tensor_stats(values)]
+    wide = values.detach().resolve_neg()
+    wide = (wide.abs() if wide.is_complex() else wide).double()
+    expected = _torch_reductions(wide)  # float64: what float32 sums only approach
+    assert [math.isnan(v) for v in found] == [math.isnan(v) for v in expected]
+    np.testing.assert_allclose(
+        [v for v in found if not math.isnan(v)],
+        [v for v in expected if not math.isnan(v)],
+        rtol=2e-6 if kind in _LEFT_TO_TORCH else 1e-9,  # float32 sums, or float64 ones
+    )
+    monkeypatch.setattr(tscore.array_stats, "_KERNEL", False)  # no compiled kernel: torch's reductions
+    fallback = [float(v) for v in plugin.tensor_stats(values)]
+    np.testing.assert_allclose(
+        fallback, found, rtol=2e-6, atol=1e-6 * float(wide[wide.isfinite()].abs().max())
+    )
 
 
 _SEEDED = torch.Generator().manual_seed(7)

@@ -22,8 +22,10 @@ import functools
 import hashlib
 import logging
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import ml_dtypes
 import numpy as np
@@ -72,9 +74,16 @@ def candidates() -> list[Path]:
     return found
 
 
+class _Kernels(NamedTuple):
+    """The library's two functions, typed: the comparison of two arrays and the statistics of one."""
+
+    pair_stats: Callable[..., int]
+    array_stats: Callable[..., int]
+
+
 @functools.cache
-def _function() -> Callable[..., int]:
-    """Load the first library built from this ``pair_kernel.c``; return its ``tscore_pair_stats``, typed.
+def _kernels() -> _Kernels:
+    """Load the first library built from this ``pair_kernel.c``; return its functions, typed.
 
     :raises OSError: saying why no library serves.
     """
@@ -106,8 +115,11 @@ def _function() -> Callable[..., int]:
             ctypes.c_void_p,
         ]
         function.restype = ctypes.c_int
+        array = library.tscore_array_stats
+        array.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_void_p]
+        array.restype = ctypes.c_int
         logger.debug("loaded the C compare kernel from %s", path)
-        return function  # type: ignore[no-any-return]
+        return _Kernels(function, array)
     if not problems:
         raise OSError(
             f"the C compare kernel was not built (no {LIBRARY_NAME} beside {SOURCE_PATH.parent}): "
@@ -120,7 +132,7 @@ def _function() -> Callable[..., int]:
 def load_error() -> str | None:
     """Load the library once; return why it cannot be used, or None when it can."""
     try:
-        _function()
+        _kernels()
     except OSError as exc:
         logger.info("using the numpy compare kernel: %s", exc)
         return str(exc)
@@ -144,7 +156,7 @@ def c_stats(a: np.ndarray, b: np.ndarray, rtol: float, atol: float, equal_nan: b
     out = np.zeros(len(ACCUMULATOR_FIELDS))
     if a.size:
         a, b = _readable(a), _readable(b)
-        status = _function()(
+        status = _kernels().pair_stats(
             a.ctypes.data,
             DTYPE_CODES[a.dtype] if supports(a.dtype) else -1,
             b.ctypes.data,
@@ -158,3 +170,32 @@ def c_stats(a: np.ndarray, b: np.ndarray, rtol: float, atol: float, equal_nan: b
         if status:
             raise ValueError(f"the C compare kernel does not read {a.dtype} against {b.dtype}")
     return from_accumulator(int(a.size), out)
+
+
+_BUFFERS = threading.local()  # each thread's five doubles for the statistics' kernel to write
+
+
+def c_memory_stats(address: int, dtype: np.dtype, count: int) -> tuple[float, float, float, float, int]:
+    """Summarise ``count`` contiguous elements of ``dtype`` at ``address`` in one compiled pass.
+
+    The memory must be host memory that stays alive through the call; the GIL is let go meanwhile.
+    Returns the largest and smallest values with NaN left out (``-inf`` and ``inf`` when there
+    is none), the sum and the sum of squares taken in float64, and the count of NaN.
+
+    :raises ValueError: for a dtype the kernel does not read.
+    :raises OSError: when no library serves (:func:`load_error` says why).
+    """
+    acc = getattr(_BUFFERS, "acc", None)
+    if acc is None:
+        acc = _BUFFERS.acc = (ctypes.c_double * 5)()
+    code = DTYPE_CODES.get(dtype, -1) if dtype.isnative else -1
+    if _kernels().array_stats(address, code, count, acc):
+        raise ValueError(f"the C kernel does not read {dtype}")
+    high, low, total, squares, nans = acc
+    return high, low, total, squares, int(nans)
+
+
+def c_array_stats(values: np.ndarray) -> tuple[float, float, float, float, int]:
+    """Summarise an array (a dtype :func:`supports` takes) in one compiled pass: :func:`c_memory_stats`."""
+    flat = _readable(values.reshape(-1))
+    return c_memory_stats(flat.__array_interface__["data"][0], flat.dtype, flat.size)

@@ -1,5 +1,6 @@
 /*
- * The compare kernel in C: every PairStats sum of two arrays in one pass over their memory.
+ * The compare kernel in C: every PairStats sum of two arrays in one pass over their memory, and the
+ * four statistics of one array that a dump records (tscore_array_stats), in one pass too.
  *
  * hatch_build.py compiles this file into the wheel (tscore/compare/_pair_kernel.so) when a C
  * compiler is there; tscore/compare/c_kernel.py loads it with ctypes, which lets go of the GIL
@@ -208,6 +209,70 @@ CLONES int tscore_pair_stats(const void *a, int code_a, const void *b, int code_
         const double *x = load(a, code_a, start, size, x_buffer);
         const double *y = load(b, code_b, start, size, y_buffer);
         if (!quick_block(x, y, size, rtol, atol, acc)) careful_block(x, y, size, rtol, atol, equal_nan, acc);
+    }
+    return 0;
+}
+
+/*
+ * The statistics of one array, as a dump records them (tscore/array_stats.py): acc[0] the largest and
+ * acc[1] the smallest value, NaN left out; acc[2] the sum and acc[3] the sum of squares, in float64;
+ * acc[4] the count of NaN. float32 is read as it is (the common case: eight lanes for the largest and
+ * smallest), every other type a block of doubles at a time.
+ */
+INLINE void float_stats_block(const float *x, int count, double *acc) {
+    float high = -INFINITY, low = INFINITY;
+    double sum = 0.0, squares = 0.0;
+    int nans = 0;
+#pragma omp simd reduction(+ : sum, squares, nans) reduction(max : high) reduction(min : low)
+    for (int i = 0; i < count; i++) {
+        float v = x[i];
+        high = v > high ? v : high; /* a NaN compares false: it never becomes the largest */
+        low = v < low ? v : low;
+        nans += v != v;
+        double w = (double)v;
+        sum += w;
+        squares += w * w;
+    }
+    acc[0] = fmax(acc[0], (double)high);
+    acc[1] = fmin(acc[1], (double)low);
+    acc[2] += sum;
+    acc[3] += squares;
+    acc[4] += (double)nans;
+}
+
+INLINE void double_stats_block(const double *x, int count, double *acc) {
+    double high = -INFINITY, low = INFINITY, sum = 0.0, squares = 0.0;
+    int nans = 0;
+#pragma omp simd reduction(+ : sum, squares, nans) reduction(max : high) reduction(min : low)
+    for (int i = 0; i < count; i++) {
+        double v = x[i];
+        high = v > high ? v : high;
+        low = v < low ? v : low;
+        nans += v != v;
+        sum += v;
+        squares += v * v;
+    }
+    acc[0] = fmax(acc[0], high);
+    acc[1] = fmin(acc[1], low);
+    acc[2] += sum;
+    acc[3] += squares;
+    acc[4] += (double)nans;
+}
+
+/* Write the statistics of data[0:count] (element type code) into acc (5 doubles). Returns 0, or -1 for
+ * an element code this kernel does not know. */
+CLONES int tscore_array_stats(const void *data, int code, int64_t count, double *acc) {
+    double buffer[BLOCK];
+    if (code < 0 || code >= CODE_COUNT) return -1;
+    acc[0] = -INFINITY;
+    acc[1] = INFINITY;
+    acc[2] = acc[3] = acc[4] = 0.0;
+    for (int64_t start = 0; start < count; start += BLOCK) {
+        int size = (int)(count - start < BLOCK ? count - start : BLOCK);
+        if (code == CODE_F32)
+            float_stats_block((const float *)data + start, size, acc);
+        else
+            double_stats_block(load(data, code, start, size, buffer), size, acc);
     }
     return 0;
 }
