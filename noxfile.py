@@ -8,7 +8,7 @@ Ascend NPU plugin against a fake torch_npu, and the HTML reports in a real
 headless Chromium. ``nox -s gpu`` runs the GPU tests on a machine with CUDA.
 ``nox -s example`` runs the bundled example; ``nox -s bench``,
 ``nox -s bench_compare``, ``nox -s bench_checkpoint``, ``nox -s bench_netdiff``,
-``nox -s bench_dump``, ``nox -s bench_dump_compare`` and ``nox -s bench_html``
+``nox -s bench_dump``, ``nox -s bench_host_stats``, ``nox -s bench_dump_compare`` and ``nox -s bench_html``
 the benchmarks; ``nox -s fuzz`` the fuzz suites at length.
 """
 
@@ -297,6 +297,13 @@ def bench_dump(session: nox.Session) -> None:
     session.run(
         "python", "benchmarks/bench_dump.py", "--msprobe-python", str(msprobe_python), *session.posargs
     )
+
+
+@nox.session(python=PYTHON)
+def bench_host_stats(session: nox.Session) -> None:
+    """The statistics of host memory: one compiled pass against numpy's and torch's reductions."""
+    session.install(*CONSTRAINTS, ".", TORCH_PLUGIN)
+    session.run("python", "benchmarks/bench_host_stats.py", *session.posargs)
 
 
 @nox.session(python=PYTHON)
