@@ -4,8 +4,8 @@
 # fetch them). Runs the GPU tests (`nox -s gpu`) and the dump benchmark against msprobe 26.2 on the GPU;
 # logs and the benchmark's JSON go to $OUT (default ./gpu_results).
 #
-#   bash benchmarks/gpu_checks.sh            STEPS=10 TASKS="statistics tensor" BENCH_SECONDS=420
-#                                            BENCH_EXTRA=--also-aten PROFILE_SECONDS=60
+#   bash benchmarks/gpu_checks.sh            STEPS=10 TASKS="statistics tensor overflow_check" BENCH_SECONDS=420
+#                                            BENCH_EXTRA=--also-aten PROFILE_SECONDS=60 GC_SECONDS=90
 set -uo pipefail
 out=${OUT:-gpu_results}
 mkdir -p "$out"
@@ -26,7 +26,7 @@ TSCORE_WHEELS=.whl timeout "${TEST_SECONDS:-240}" python3 -m nox -s gpu -- tests
 # shellcheck disable=SC2086
 timeout "${BENCH_SECONDS:-420}" python3 benchmarks/bench_dump.py --device cuda \
     --msprobe-python /tmp/msprobe_python --steps "${STEPS:-10}" --tensor-steps 1 \
-    --tasks ${TASKS:-statistics tensor} ${BENCH_EXTRA:-} --json "$out/bench_dump_cuda.json" 2>&1 \
+    --tasks ${TASKS:-statistics tensor overflow_check} ${BENCH_EXTRA:-} --json "$out/bench_dump_cuda.json" 2>&1 \
     | tee "$out/bench_dump_cuda.log" | tail -25
 if [ "${PROFILE_SECONDS:-60}" != 0 ]; then
     # the device's time by operator: how much the statistics' reductions add to a dumped ResNet-50 step
@@ -36,4 +36,9 @@ if [ "${PROFILE_SECONDS:-60}" != 0 ]; then
     # the host's side by part and thread: statistics' launches, the records, backward on autograd's thread
     timeout "${PROFILE_SECONDS:-60}" python3 benchmarks/profile_dump_parts.py --model resnet50 --device cuda \
         2>&1 | tee "$out/parts_resnet50_cuda.txt"
+fi
+if [ "${GC_SECONDS:-90}" != 0 ]; then
+    # what a dumped ResNet-50 step moves to the oldest generation, whose full collections cost 10% of the mean
+    timeout "${GC_SECONDS:-90}" python3 benchmarks/gc_promotions.py --model resnet50 --device cuda --steps 12 \
+        2>&1 | tee "$out/gc_promotions_resnet50_cuda.txt"
 fi
