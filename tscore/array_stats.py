@@ -70,12 +70,15 @@ def memory_stats(address: int, dtype: np.dtype, count: int) -> Stats | None:
 
     For a backend whose tensor lies in host memory and can name its address (torch's
     ``data_ptr()``), which costs less than viewing it as a numpy array: one pass of the compiled
-    kernel, the results those of :func:`array_stats`. The memory must stay alive through the call.
-    None when the kernel was not built or does not read ``dtype``, or ``count`` is 0: the backend
-    then summarises the tensor its own way.
+    kernel, the results those of :func:`array_stats`. The memory must hold the ``count`` elements
+    and stay alive through the call. None when the kernel was not built or does not read
+    ``dtype``, ``count`` is 0, or the address is null or not aligned to the element's size: the
+    backend then summarises the tensor its own way.
     """
     kernel = _compiled()
     if kernel is None or count <= 0 or not kernel.supports(dtype):
+        return None
+    if address <= 0 or address % dtype.itemsize:  # no memory, or elements not where C reads them
         return None
     return _finished(kernel.c_memory_stats(address, dtype, count), count)
 

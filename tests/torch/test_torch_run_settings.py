@@ -72,6 +72,27 @@ def test_cpu_statistics_from_one_compiled_pass_equal_torchs_in_float64(kind, mon
 _SEEDED = torch.Generator().manual_seed(7)
 
 
+def test_tensors_without_memory_of_their_own_are_left_to_torchs_reductions() -> None:
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    import ts_torch.plugin
+
+    inner = torch.randn(50, generator=_SEEDED)
+    wrapper = TwoTensor(inner, inner.clone())  # a subclass holding others (DTensor, torchao): address 0
+    assert wrapper.data_ptr() == 0 and ts_torch.plugin._host_stats(wrapper) is None
+    np.testing.assert_allclose(
+        [float(v) for v in plugin.tensor_stats(wrapper)], _torch_reductions(inner), rtol=1e-6
+    )
+    freed = torch.randn(1000, generator=_SEEDED)
+    freed.untyped_storage().resize_(0)  # what FSDP does to a parameter it has sharded away
+    assert ts_torch.plugin._host_stats(freed) is None
+    with pytest.raises(RuntimeError, match="not allocated"):  # torch's error, which the dump records
+        plugin.tensor_stats(freed)
+    shrunk = torch.randn(1000, generator=_SEEDED)[500:]
+    shrunk.untyped_storage().resize_(600 * 4)  # the storage no longer holds the view's last elements
+    assert ts_torch.plugin._host_stats(shrunk) is None
+
+
 @pytest.mark.parametrize(
     "values",
     [

@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from ts_torch.tensor_memory import laid_out_in_own_memory
+
 log = logging.getLogger(__name__)
 
 BLOCK = 2048  # elements a program reads per round (8 per thread with 8 warps)
@@ -160,7 +162,7 @@ def launch(tensor: Any) -> SlabStats | None:
     if device.type != _device_type or not tensor.is_contiguous() or tensor.is_neg():
         return None
     count = tensor.numel()
-    if count >= _MAX_ELEMENTS or tensor.data_ptr() == 0:
+    if count >= _MAX_ELEMENTS or not laid_out_in_own_memory(tensor):  # a storage FSDP freed, say
         return None
     torch = sys.modules["torch"]
     stream = 0

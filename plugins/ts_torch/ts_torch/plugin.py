@@ -41,6 +41,7 @@ if importlib.util.find_spec("torch") is None:
 from ts_torch.device_copies import copy_to_host, device_stats, stats_to_host
 from ts_torch.fused_stats import launch as launch_fused_stats
 from ts_torch.numeric_settings import run_settings
+from ts_torch.tensor_memory import laid_out_in_own_memory
 
 log = logging.getLogger(__name__)
 
@@ -90,14 +91,17 @@ def _host_stats(tensor: Any) -> tuple[float, float, float, float] | None:
 
     About a third of the time of torch's three reductions and four reads for a small tensor,
     and the mean and norm are summed in float64. None where the kernel cannot read the tensor
-    as it lies (sparse, quantized, conjugated or negated, complex and other dtypes) or was not
-    built: torch's reductions do those. A strided view is read through a contiguous copy.
+    as it lies (sparse, quantized, negated, complex and other dtypes, a subclass or a storage
+    that does not hold its elements: :mod:`ts_torch.tensor_memory`) or was not built: torch's
+    reductions do those. A strided view is read through a contiguous copy.
     """
     torch = sys.modules["torch"]
     dtype = _host_dtypes(torch).get(tensor.dtype)
     if dtype is None or tensor.layout != torch.strided or tensor.is_quantized or tensor.is_neg():
         return None
     t = tensor if tensor.is_contiguous() else tensor.contiguous()
+    if not laid_out_in_own_memory(t):  # a wrapper subclass, a fake tensor, a storage FSDP freed
+        return None
     return memory_stats(t.data_ptr(), dtype, t.numel())
 
 
