@@ -91,6 +91,9 @@ def test_tensors_without_memory_of_their_own_are_left_to_torchs_reductions() -> 
     shrunk = torch.randn(1000, generator=_SEEDED)[500:]
     shrunk.untyped_storage().resize_(600 * 4)  # the storage no longer holds the view's last elements
     assert ts_torch.plugin._host_stats(shrunk) is None
+    # inside vmap a tensor has no storage to ask about: torch's reductions say what they always said
+    with pytest.raises(RuntimeError, match=r"vmap over calling \.item\(\)"):
+        torch.vmap(lambda row: plugin.tensor_stats(row) and row)(torch.randn(4, 10, generator=_SEEDED))
 
 
 @pytest.mark.parametrize(

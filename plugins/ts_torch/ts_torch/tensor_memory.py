@@ -17,13 +17,16 @@ from typing import Any
 def laid_out_in_own_memory(tensor: Any) -> bool:
     """Say whether ``tensor`` is a plain contiguous tensor or parameter whose storage holds its elements.
 
-    A subclass, a null address or a storage smaller than the elements need (freed by FSDP) gives
-    False: such a tensor is left to torch's reductions.
+    A subclass, a null address, a storage smaller than the elements need (freed by FSDP) or none
+    at all (a tensor inside ``torch.vmap``) gives False: such a tensor is left to torch's reductions.
     """
     torch = sys.modules["torch"]
     if type(tensor) is not torch.Tensor and type(tensor) is not torch.nn.Parameter:
         return False
-    if not tensor.is_contiguous() or tensor.data_ptr() == 0:
+    try:  # a functorch tensor inside vmap has no storage to ask about: it raises
+        if not tensor.is_contiguous() or tensor.data_ptr() == 0:
+            return False
+        needed = (tensor.storage_offset() + tensor.numel()) * tensor.element_size()
+        return bool(tensor.untyped_storage().nbytes() >= needed)
+    except RuntimeError:
         return False
-    needed = (tensor.storage_offset() + tensor.numel()) * tensor.element_size()
-    return bool(tensor.untyped_storage().nbytes() >= needed)
