@@ -43,9 +43,6 @@ _kernel: Any = None  # the compiled kernel, made on first use; False once it fai
 _COMPILED: dict[tuple[Any, bool], Any] = {}
 _direct = True  # False once a direct launch failed: Triton's own launch from then on
 _eligible: tuple[Any, ...] = ()
-_plain: tuple[
-    type, ...
-] = ()  # torch.Tensor and Parameter: a subclass (DTensor) may hold no memory of its own
 _device_type = "cuda"  # "cpu" under Triton's interpreter (TRITON_INTERPRET=1), which the CPU tests use
 
 
@@ -103,13 +100,12 @@ def enabled() -> bool:
 
 def _make_kernel() -> Any:
     """Define the Triton kernel (Triton is imported here, on a dump's first GPU statistics)."""
-    global _eligible, _plain, _device_type
+    global _eligible, _device_type
     import triton
     import triton.language as tl
 
     torch = sys.modules["torch"]
     _eligible = (torch.float32, torch.float16, torch.bfloat16)
-    _plain = (torch.Tensor, torch.nn.Parameter)
     _device_type = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
 
     @triton.jit(do_not_specialize=["first_row", "count", "rounds"])
@@ -156,13 +152,13 @@ def launch(tensor: Any) -> SlabStats | None:
     min and the NaN count in float32. A kernel that fails to compile or launch turns the fused
     path off for the rest of the process, with one warning.
     """
-    if not enabled() or tensor.dtype not in _eligible or type(tensor) not in _plain:
+    if not enabled() or tensor.dtype not in _eligible:
         return None
     device = tensor.device
-    if device.type != _device_type or not tensor.is_contiguous() or tensor.is_neg():
+    if device.type != _device_type or tensor.is_neg():
         return None
     count = tensor.numel()
-    if count >= _MAX_ELEMENTS or not laid_out_in_own_memory(tensor):  # a storage FSDP freed, say
+    if count >= _MAX_ELEMENTS or not laid_out_in_own_memory(tensor):  # a subclass, a storage FSDP freed
         return None
     torch = sys.modules["torch"]
     stream = 0
