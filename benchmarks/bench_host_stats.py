@@ -44,10 +44,10 @@ def per_call() -> None:
 
     import ts_torch.plugin as torch_plugin
     import tscore.array_stats as host
-    from tscore.compare import c_kernel
+    from tscore import native_kernel
 
-    if c_kernel.load_error() is not None:
-        raise SystemExit(f"no compiled kernel to measure: {c_kernel.load_error()}")
+    if native_kernel.load_error() is not None:
+        raise SystemExit(f"no compiled kernel to measure: {native_kernel.load_error()}")
     compiled_host_stats = torch_plugin._host_stats
     print("per call, float32, microseconds (best of 5):")
     print(
@@ -60,7 +60,7 @@ def per_call() -> None:
         summarise_tensor = functools.partial(torch_plugin.plugin.tensor_stats, tensor)
         host._KERNEL = False
         numpy_us = _best_us(summarise, size)
-        host._KERNEL = c_kernel
+        host._KERNEL = native_kernel
         kernel_us = _best_us(summarise, size)
         torch_plugin._host_stats = lambda t: None
         torch_us = _best_us(summarise_tensor, size)

@@ -16,18 +16,22 @@ import numpy as np
 
 CHUNK = 1 << 20  # elements widened to float64 at a time for the norm
 Stats = tuple[float, float, float, float]
-# tscore.compare.c_kernel once its library loaded (one compiled pass instead of numpy's four); False
+# tscore.native_kernel once its library loaded (one compiled pass instead of numpy's four); False
 # when it cannot serve (no C compiler at install); None until the first statistics
 _KERNEL: Any = None
 
 
-def _compiled() -> Any:
-    """Return the compiled kernel's module when its library serves, else None (loaded on first use)."""
+def compiled_kernel() -> Any:
+    """Return the compiled kernel's module when its library serves, else None (loaded on first use).
+
+    A dump calls this when it starts, on the training thread, so that no step's first statistics
+    pay for loading the library (MindSpore computes those on its pipeline's thread).
+    """
     global _KERNEL
     if _KERNEL is None:
-        from tscore.compare import c_kernel  # the compare package, imported with a dump's first statistics
+        from tscore import native_kernel  # ctypes and the library: none of the compare engine
 
-        _KERNEL = c_kernel if c_kernel.load_error() is None else False
+        _KERNEL = native_kernel if native_kernel.load_error() is None else False
     return _KERNEL or None
 
 
@@ -47,7 +51,7 @@ def array_stats(array: np.ndarray) -> Stats | None:
     values = np.asarray(array)
     if values.dtype.kind == "c":
         values = np.abs(values)
-    kernel = _compiled()
+    kernel = compiled_kernel()
     if kernel is not None and kernel.supports(values.dtype):
         return _finished(kernel.c_array_stats(values), values.size)
     if values.dtype.kind != "f":  # integers and bools: float64 holds every int32 exactly
@@ -75,7 +79,7 @@ def memory_stats(address: int, dtype: np.dtype, count: int) -> Stats | None:
     ``dtype``, ``count`` is 0, or the address is null or not aligned to the element's size: the
     backend then summarises the tensor its own way.
     """
-    kernel = _compiled()
+    kernel = compiled_kernel()
     if kernel is None or count <= 0 or not kernel.supports(dtype):
         return None
     if address <= 0 or address % dtype.itemsize:  # no memory, or elements not where C reads them

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 import tscore.array_stats
-from tscore.compare import c_kernel
+from tscore import native_kernel
 from tscore.plugin_api import array_stats
 
 
@@ -17,8 +19,10 @@ from tscore.plugin_api import array_stats
 def kernel(request, monkeypatch) -> str:
     """Run every test through the compiled kernel (built by the install: it must load) and through numpy."""
     if request.param == "compiled pass":
-        assert c_kernel.load_error() is None, "tscore was installed without its C kernel: reinstall with cc"
-        monkeypatch.setattr(tscore.array_stats, "_KERNEL", c_kernel)
+        assert native_kernel.load_error() is None, (
+            "tscore was installed without its C kernel: reinstall with cc"
+        )
+        monkeypatch.setattr(tscore.array_stats, "_KERNEL", native_kernel)
     else:
         monkeypatch.setattr(tscore.array_stats, "_KERNEL", False)
     return request.param
@@ -75,8 +79,20 @@ def test_a_strided_or_big_endian_array_gives_what_its_copy_gives() -> None:
 
 def test_the_compiled_pass_is_what_summarises_where_it_was_built(kernel, monkeypatch) -> None:
     calls = []
-    real = c_kernel.c_memory_stats
-    monkeypatch.setattr(c_kernel, "c_memory_stats", lambda *a: calls.append(a) or real(*a))
+    real = native_kernel.c_memory_stats
+    monkeypatch.setattr(native_kernel, "c_memory_stats", lambda *a: calls.append(a) or real(*a))
     values = np.arange(10, dtype=np.float32)
     assert array_stats(values) == pytest.approx((9.0, 0.0, 4.5, math.sqrt(285.0)))
     assert len(calls) == (1 if kernel == "compiled pass" else 0)
+
+
+def test_the_kernel_loads_on_its_own_and_brings_none_of_the_compare_engine() -> None:
+    """What a dump's first statistics load: the library through ctypes, not tscore.compare."""
+    code = (
+        "import sys, tscore.array_stats as s; kernel = s.compiled_kernel(); "
+        "print(kernel.__name__, 'tscore.compare' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.split() == ["tscore.native_kernel", "False"]

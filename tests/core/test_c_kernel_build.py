@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tscore import native_kernel
 from tscore.compare import c_kernel, compare_arrays, pair_stats
 from tscore.compare.kernels import resolve_kernel
 
@@ -58,9 +59,9 @@ def test_without_the_library_comparisons_run_on_numpy(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """What an install with no compiler sees: a reason naming the fix, and the same numbers from numpy."""
-    monkeypatch.setattr(c_kernel, "candidates", lambda: [tmp_path / c_kernel.LIBRARY_NAME])
-    monkeypatch.setattr(c_kernel, "_kernels", c_kernel._kernels.__wrapped__)
-    reason = c_kernel.load_error.__wrapped__()
+    monkeypatch.setattr(native_kernel, "candidates", lambda: [tmp_path / c_kernel.LIBRARY_NAME])
+    monkeypatch.setattr(native_kernel, "_kernels", native_kernel._kernels.__wrapped__)
+    reason = native_kernel.load_error.__wrapped__()
     assert reason is not None and "not built" in reason and "C compiler" in reason
     monkeypatch.setattr(c_kernel, "load_error", lambda: reason)
     assert resolve_kernel("auto") == "numpy"
@@ -76,9 +77,9 @@ def test_a_library_built_from_another_source_is_not_used(
     stale = tmp_path / c_kernel.LIBRARY_NAME
     command = ["cc", "-O1", "-fPIC", "-shared", '-DTSCORE_KERNEL_SOURCE="0123"', "-o", str(stale)]
     subprocess.run([*command, str(c_kernel.SOURCE_PATH), "-lm"], check=True, timeout=120)
-    monkeypatch.setattr(c_kernel, "candidates", lambda: [stale])
-    monkeypatch.setattr(c_kernel, "_kernels", c_kernel._kernels.__wrapped__)
-    reason = c_kernel.load_error.__wrapped__()
+    monkeypatch.setattr(native_kernel, "candidates", lambda: [stale])
+    monkeypatch.setattr(native_kernel, "_kernels", native_kernel._kernels.__wrapped__)
+    reason = native_kernel.load_error.__wrapped__()
     assert reason is not None and "built from another pair_kernel.c" in reason and str(stale) in reason
 
 
@@ -93,17 +94,17 @@ def test_the_baseline_build_gives_the_same_numbers(monkeypatch: pytest.MonkeyPat
     flags = ["-O3", "-fPIC", "-shared", "-fopenmp-simd", "-ffp-contract=off", "-DTSCORE_NO_CLONES"]
     command = ["cc", *flags, f'-DTSCORE_KERNEL_SOURCE="{digest}"', "-o", str(baseline)]
     subprocess.run([*command, str(c_kernel.SOURCE_PATH), "-lm"], check=True, timeout=120)
-    monkeypatch.setattr(c_kernel, "candidates", lambda: [baseline])
-    monkeypatch.setattr(c_kernel, "_kernels", functools.cache(c_kernel._kernels.__wrapped__))
+    monkeypatch.setattr(native_kernel, "candidates", lambda: [baseline])
+    monkeypatch.setattr(native_kernel, "_kernels", functools.cache(native_kernel._kernels.__wrapped__))
     rng = np.random.default_rng(3)
     a = rng.standard_normal(10_000).astype(np.float32)
     b = a + rng.standard_normal(a.size).astype(np.float32) * np.float32(1e-3)
     a[77], b[5000], a[9000] = np.nan, np.inf, 0.0
     got, want = c_kernel.c_stats(a, b, 1e-3, 1e-4, False), pair_stats.numpy_stats(a, b, 1e-3, 1e-4, False)
-    high, low, total, squares, nans = c_kernel.c_array_stats(a)  # the statistics' kernel too
+    high, low, total, squares, nans = native_kernel.c_array_stats(a)  # the statistics' kernel too
     finite = np.delete(a, 77).astype(np.float64)
     assert (high, low, nans) == (finite.max(), finite.min(), 1) and math.isnan(total + squares)
-    high, low, total, squares, nans = c_kernel.c_array_stats(finite)
+    high, low, total, squares, nans = native_kernel.c_array_stats(finite)
     assert (nans, total, squares) == (0, pytest.approx(finite.sum()), pytest.approx((finite * finite).sum()))
     assert (got.close, got.finite, got.max_abs, got.max_rel, got.rel_1e3, got.orig_nan, got.target_inf) == (
         want.close,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tscore.array_stats
-from tscore.compare import c_kernel
+from tscore import native_kernel
 from tscore.plugin_api import memory_stats
 
 
@@ -19,8 +19,8 @@ def _address(values: np.ndarray) -> int:
 @pytest.fixture
 def compiled(monkeypatch) -> None:
     """The compiled kernel, which the install builds: it must load."""
-    assert c_kernel.load_error() is None, "tscore was installed without its C kernel: reinstall with cc"
-    monkeypatch.setattr(tscore.array_stats, "_KERNEL", c_kernel)
+    assert native_kernel.load_error() is None, "tscore was installed without its C kernel: reinstall with cc"
+    monkeypatch.setattr(tscore.array_stats, "_KERNEL", native_kernel)
 
 
 def test_an_address_gives_the_statistics_of_the_elements_there(compiled) -> None:

@@ -8,142 +8,19 @@ through it and the numpy kernel. Without the library (an install with no
 compiler, or ``TSCORE_NO_C_KERNEL=1`` at build time) :func:`load_error` says why
 and the comparison runs on numpy.
 
-A library is used only when it was built from the very ``pair_kernel.c`` beside
-this module (the build stores the file's SHA-256 in it). It is looked for beside
-this module, then in the ``tscore`` folders of ``sys.path``: a source checkout
-that shadows an installed tscore of the same source (the test sessions run so)
-uses the installed library.
+The library is found and checked by :mod:`tscore.native_kernel`, which the dump's
+statistics load too; this module adds the comparison's side.
 """
 
 from __future__ import annotations
 
-import ctypes
-import functools
-import hashlib
-import logging
-import sys
-import threading
-from collections.abc import Callable
-from pathlib import Path
-from typing import NamedTuple
-
-import ml_dtypes
 import numpy as np
 
+from tscore import native_kernel
 from tscore.compare.pair_stats import ACCUMULATOR_FIELDS, PairStats, from_accumulator
+from tscore.native_kernel import DTYPE_CODES, LIBRARY_NAME, SOURCE_PATH, load_error, readable, supports
 
-logger = logging.getLogger(__name__)
-
-LIBRARY_NAME = "_pair_kernel.so"
-SOURCE_PATH = Path(__file__).with_name("pair_kernel.c")
-# Element types the kernel reads, by the code pair_kernel.c gives them.
-DTYPE_CODES = {
-    np.dtype(dtype): code
-    for code, dtype in enumerate(
-        (
-            np.float64,
-            np.float32,
-            np.float16,
-            ml_dtypes.bfloat16,
-            np.int8,
-            np.int16,
-            np.int32,
-            np.int64,
-            np.uint8,
-            np.uint16,
-            np.uint32,
-            np.uint64,
-            np.bool_,
-        )
-    )
-}
-
-
-def supports(dtype: np.dtype) -> bool:
-    """Say whether the compiled kernel reads arrays of ``dtype`` (native byte order only)."""
-    return dtype in DTYPE_CODES and dtype.isnative
-
-
-def candidates() -> list[Path]:
-    """List the library files that may serve, in the order tried: beside this module, then on ``sys.path``."""
-    found = [Path(__file__).with_name(LIBRARY_NAME)]
-    for entry in sys.path:
-        path = Path(entry or ".", "tscore", "compare", LIBRARY_NAME)
-        if path.is_file() and all(not path.samefile(other) for other in found if other.is_file()):
-            found.append(path)
-    return found
-
-
-class _Kernels(NamedTuple):
-    """The library's two functions, typed: the comparison of two arrays and the statistics of one."""
-
-    pair_stats: Callable[..., int]
-    array_stats: Callable[..., int]
-
-
-@functools.cache
-def _kernels() -> _Kernels:
-    """Load the first library built from this ``pair_kernel.c``; return its functions, typed.
-
-    :raises OSError: saying why no library serves.
-    """
-    expected = hashlib.sha256(SOURCE_PATH.read_bytes()).hexdigest().encode()
-    problems = []
-    for path in candidates():
-        if not path.is_file():
-            continue
-        try:
-            library = ctypes.CDLL(str(path))
-            source = library.tscore_pair_kernel_source
-        except (OSError, AttributeError) as exc:
-            problems.append(f"{path} cannot be loaded ({exc})")
-            continue
-        source.restype = ctypes.c_char_p
-        if source() != expected:
-            problems.append(f"{path} was built from another pair_kernel.c")
-            continue
-        function = library.tscore_pair_stats
-        function.argtypes = [
-            ctypes.c_void_p,
-            ctypes.c_int,
-            ctypes.c_void_p,
-            ctypes.c_int,
-            ctypes.c_int64,
-            ctypes.c_double,
-            ctypes.c_double,
-            ctypes.c_int,
-            ctypes.c_void_p,
-        ]
-        function.restype = ctypes.c_int
-        array = library.tscore_array_stats
-        array.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_void_p]
-        array.restype = ctypes.c_int
-        logger.debug("loaded the C compare kernel from %s", path)
-        return _Kernels(function, array)
-    if not problems:
-        raise OSError(
-            f"the C compare kernel was not built (no {LIBRARY_NAME} beside {SOURCE_PATH.parent}): "
-            "reinstall tscore where a C compiler (cc) is on the PATH"
-        )
-    raise OSError(f"no C compare kernel built from this tscore: {'; '.join(problems)}; reinstall tscore")
-
-
-@functools.cache
-def load_error() -> str | None:
-    """Load the library once; return why it cannot be used, or None when it can."""
-    try:
-        _kernels()
-    except OSError as exc:
-        logger.info("using the numpy compare kernel: %s", exc)
-        return str(exc)
-    return None
-
-
-def _readable(array: np.ndarray) -> np.ndarray:
-    """``array`` itself when the kernel can read its memory as it is, else an aligned contiguous copy."""
-    if array.flags.c_contiguous and array.flags.aligned:
-        return array
-    return np.require(array, requirements=("C", "A"))
+__all__ = ["DTYPE_CODES", "LIBRARY_NAME", "SOURCE_PATH", "c_stats", "load_error", "supports"]
 
 
 def c_stats(a: np.ndarray, b: np.ndarray, rtol: float, atol: float, equal_nan: bool) -> PairStats:
@@ -155,8 +32,8 @@ def c_stats(a: np.ndarray, b: np.ndarray, rtol: float, atol: float, equal_nan: b
         raise ValueError(f"c_stats needs arrays of equal length, got {a.size} and {b.size}")
     out = np.zeros(len(ACCUMULATOR_FIELDS))
     if a.size:
-        a, b = _readable(a), _readable(b)
-        status = _kernels().pair_stats(
+        a, b = readable(a), readable(b)
+        status = native_kernel._kernels().pair_stats(
             a.ctypes.data,
             DTYPE_CODES[a.dtype] if supports(a.dtype) else -1,
             b.ctypes.data,
@@ -170,32 +47,3 @@ def c_stats(a: np.ndarray, b: np.ndarray, rtol: float, atol: float, equal_nan: b
         if status:
             raise ValueError(f"the C compare kernel does not read {a.dtype} against {b.dtype}")
     return from_accumulator(int(a.size), out)
-
-
-_BUFFERS = threading.local()  # each thread's five doubles for the statistics' kernel to write
-
-
-def c_memory_stats(address: int, dtype: np.dtype, count: int) -> tuple[float, float, float, float, int]:
-    """Summarise ``count`` contiguous elements of ``dtype`` at ``address`` in one compiled pass.
-
-    The memory must be host memory that stays alive through the call; the GIL is let go meanwhile.
-    Returns the largest and smallest values with NaN left out (``-inf`` and ``inf`` when there
-    is none), the sum and the sum of squares taken in float64, and the count of NaN.
-
-    :raises ValueError: for a dtype the kernel does not read.
-    :raises OSError: when no library serves (:func:`load_error` says why).
-    """
-    acc = getattr(_BUFFERS, "acc", None)
-    if acc is None:
-        acc = _BUFFERS.acc = (ctypes.c_double * 5)()
-    code = DTYPE_CODES.get(dtype, -1) if dtype.isnative else -1
-    if _kernels().array_stats(address, code, count, acc):
-        raise ValueError(f"the C kernel does not read {dtype}")
-    high, low, total, squares, nans = acc
-    return high, low, total, squares, int(nans)
-
-
-def c_array_stats(values: np.ndarray) -> tuple[float, float, float, float, int]:
-    """Summarise an array (a dtype :func:`supports` takes) in one compiled pass: :func:`c_memory_stats`."""
-    flat = _readable(values.reshape(-1))
-    return c_memory_stats(flat.__array_interface__["data"][0], flat.dtype, flat.size)

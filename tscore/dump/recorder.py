@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from tscore.array_stats import compiled_kernel
 from tscore.device_transfers import PendingArray, StagedEntry, StagedStats
 from tscore.dump.config import DumpConfig
 from tscore.dump.names import MODULE_PREFIX, CallName, canonical, parse_name, tensor_name
@@ -384,6 +385,7 @@ class DumpRecorder:
         # stacks worked out (frames shown, their lines), by frame codes and lines: a debugger hands
         # the same dict to every step's recorder, so a step does not work out its stacks again
         self.stack_cache: dict[tuple[tuple[int, int], ...], Any] = {}
+        compiled_kernel()  # the statistics' kernel loaded now, not inside the step's first statistics
 
     # ------------------------------------------------------------ switches
 
