@@ -31,6 +31,7 @@ _VIEWS = {
     "bfloat16": lambda: (torch.randn(999, generator=_SEEDED) * 300).bfloat16(),
     "int64": lambda: torch.randint(-(2**40), 2**40, (500,), generator=_SEEDED),
     "uint8": lambda: torch.randint(0, 256, (77,), dtype=torch.uint8, generator=_SEEDED),
+    "uint16": lambda: torch.randint(0, 65536, (77,), generator=_SEEDED).to(torch.uint16),
     "bool": lambda: torch.rand(40, generator=_SEEDED) > 0.5,
     "a strided view": lambda: (torch.randn(60, 50, generator=_SEEDED) * 3)[::2, 1::3].t(),
     "a view at an offset": lambda: torch.randn(1000, generator=_SEEDED)[613:],
@@ -48,10 +49,10 @@ _LEFT_TO_TORCH = ("a negated view", "complex")  # the kernel does not read them:
 @pytest.mark.parametrize("kind", list(_VIEWS))
 def test_cpu_statistics_from_one_compiled_pass_equal_torchs_in_float64(kind, monkeypatch) -> None:
     import tscore.array_stats
-    from tscore.compare import c_kernel
+    from tscore import native_kernel
 
     values = _VIEWS[kind]()
-    assert c_kernel.load_error() is None, "tscore was installed without its C kernel: reinstall with cc"
+    assert native_kernel.load_error() is None, "tscore was installed without its C kernel: reinstall with cc"
     found = [float(v) for v in plugin.tensor_stats(values)]
     wide = values.detach().resolve_neg()
     wide = (wide.abs() if wide.is_complex() else wide).double()
@@ -70,6 +71,29 @@ def test_cpu_statistics_from_one_compiled_pass_equal_torchs_in_float64(kind, mon
 
 
 _SEEDED = torch.Generator().manual_seed(7)
+
+
+class _Doubled(torch.Tensor):
+    """A subclass whose operators see every value doubled: its memory holds the values it was made from."""
+
+    @staticmethod
+    def __new__(cls, data: torch.Tensor) -> _Doubled:
+        made = torch.Tensor._make_subclass(cls, data)
+        made.elem = data
+        return made
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        def unwrap(t):
+            return t.elem * 2 if isinstance(t, cls) else t
+
+        return func(*[unwrap(a) for a in args], **{k: unwrap(v) for k, v in (kwargs or {}).items()})
+
+
+def test_a_subclass_gets_the_statistics_its_operators_give_not_those_of_its_memory() -> None:
+    doubled = _Doubled(torch.arange(4.0))
+    assert doubled.data_ptr() != 0  # memory of its own, holding 0, 1, 2, 3
+    assert [float(v) for v in plugin.tensor_stats(doubled)] == pytest.approx([6.0, 0.0, 3.0, math.sqrt(56.0)])
 
 
 def test_tensors_without_memory_of_their_own_are_left_to_torchs_reductions() -> None:

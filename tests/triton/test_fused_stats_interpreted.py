@@ -127,10 +127,10 @@ def test_subclasses_and_negative_views_are_left_to_atens_reductions_and_the_kern
     with caplog.at_level(logging.WARNING, logger="ts_torch.fused_stats"):
         assert fused_stats.launch(wrapped) is None
         assert fused_stats.launch(torch.arange(4.0)._neg_view()) is None  # its memory holds 0, 1, 2, 3
-        for kept in (0, 1024):  # FSDP frees a parameter so; a storage that shrank under a view
-            shrunk = torch.ones(4096)
-            shrunk.untyped_storage().resize_(kept * 4)  # memory no longer the tensor's: not to be read
-            assert fused_stats.launch(shrunk) is None
+        for start in (0, 1024):  # a flat parameter's first and later views, as FSDP makes them
+            freed = torch.ones(4096)[start:]
+            freed.untyped_storage().resize_(0)  # FSDP frees the storage; a later view keeps an address
+            assert fused_stats.launch(freed) is None
     assert not caplog.records and fused_stats.enabled()
     weight = torch.nn.Parameter(torch.arange(4.0))
     (row,) = _rows([weight])

@@ -251,8 +251,8 @@ class MindSporeBackend(Backend):
     def tensor_stats(self, tensor: Any) -> Any:
         """Max, min, mean and L2 norm: from host memory on CPU, else four 0-d tensors on the device.
 
-        On CPU the tensor is already in host memory: numpy summarises it (``array_stats``), which
-        costs a PyNative step far less than six more operators in MindSpore's pipeline (a dumped
+        On CPU the tensor is already in host memory: ``array_stats`` summarises it (one compiled
+        pass), which costs a PyNative step far less than six more operators in MindSpore's pipeline (a dumped
         encoder step went from 6.4x to 1.4x the plain one). While a dump runs, that happens
         either at once (``asnumpy`` waits for the pipeline) or inside the pipeline, in its turn,
         whichever was timed cheaper (:mod:`ts_mindspore.pipeline_stats`); then the writer's
