@@ -5,7 +5,7 @@ kernel is a plain shared library loaded with ctypes (no Python C API), so any
 C compiler will do: ``$CC``, else the one Python was built with, else ``cc``.
 Without a compiler, with one that fails on the file (the build shows its
 message), or with ``TSCORE_NO_C_KERNEL=1``, the wheel is built without it,
-pure Python, and comparisons run on numpy (``tscore.compare.c_kernel`` says
+pure Python, and comparisons and a dump's statistics run on numpy (``tscore.native_kernel`` says
 why).
 """
 
@@ -86,7 +86,7 @@ class PairKernelBuildHook(BuildHookInterface):  # type: ignore[type-arg]
             self._scratch = tempfile.mkdtemp(prefix="tscore-kernel-")
             library = Path(self._scratch, Path(LIBRARY).name)
         source = Path(self.root, SOURCE)
-        digest = hashlib.sha256(source.read_bytes()).hexdigest()  # tscore.compare.c_kernel checks it
+        digest = hashlib.sha256(source.read_bytes()).hexdigest()  # tscore.native_kernel checks it
         command = [*compiler, *FLAGS, *_arch_flags(), f'-DTSCORE_KERNEL_SOURCE="{digest}"']
         command += ["-o", str(library), str(source), "-lm"]
         done = subprocess.run(command, capture_output=True, text=True, check=False)

@@ -3,7 +3,7 @@
  * four statistics of one array that a dump records (tscore_array_stats), in one pass too.
  *
  * hatch_build.py compiles this file into the wheel (tscore/compare/_pair_kernel.so) when a C
- * compiler is there; tscore/compare/c_kernel.py loads it with ctypes, which lets go of the GIL
+ * compiler is there; tscore/native_kernel.py loads it with ctypes, which lets go of the GIL
  * during the call, so threads share big pairs without worker processes. Nothing here uses
  * Python's C API.
  *
@@ -278,7 +278,7 @@ CLONES int tscore_array_stats(const void *data, int code, int64_t count, double 
 }
 
 /*
- * The SHA-256 of this file as the build read it (hatch_build.py passes it): c_kernel.py uses a
+ * The SHA-256 of this file as the build read it (hatch_build.py passes it): native_kernel.py uses a
  * library only when it matches the pair_kernel.c beside it, so a library left by an older build or
  * another checkout is never used.
  */
