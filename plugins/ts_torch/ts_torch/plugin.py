@@ -61,8 +61,22 @@ _BIT_CAST = {
 
 
 _WIDE_ENOUGH: tuple[Any, ...] = ()  # float32 and float64, filled once torch is imported
-# the dtypes (besides bfloat16) whose CPU tensors the statistics' compiled pass reads as they lie
-_NUMPY_VIEWS = ("float32", "float64", "float16", "int8", "int16", "int32", "int64", "uint8", "bool")
+# the dtypes (besides bfloat16) whose CPU tensors the statistics' compiled pass reads as they lie, by
+# the name torch and numpy share (uint16-64: torch 2.3 and later, with few reductions of ATen's)
+_HOST_DTYPES = (
+    "float32",
+    "float64",
+    "float16",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "bool",
+)
 
 
 def _dtype_name(tensor: Any) -> str:
@@ -81,11 +95,8 @@ def _synchronize(torch: Any, device: Any) -> None:
 @functools.cache
 def _host_dtypes(torch: Any) -> dict[Any, np.dtype]:
     """Map the torch dtypes whose CPU tensors the compiled statistics read to their numpy dtypes."""
-    found = {getattr(torch, name): np.dtype(name) for name in _NUMPY_VIEWS}
+    found = {getattr(torch, name): np.dtype(name) for name in _HOST_DTYPES if hasattr(torch, name)}
     found[torch.bfloat16] = np.dtype(ml_dtypes.bfloat16)
-    for name in ("uint16", "uint32", "uint64"):  # torch 2.3 and later; ATen has few reductions for them
-        if hasattr(torch, name):
-            found[getattr(torch, name)] = np.dtype(name)
     return found
 
 
