@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import gc
 import os
 from collections.abc import Callable, Iterator
@@ -10,6 +12,8 @@ from pathlib import Path
 import pytest
 
 import tscore
+import tscore.ptdbg
+from tscore.dump.debugger import Debugger
 
 # the GPU tests run only where `nox -s gpu` asks for them, on a machine with CUDA (see tests/gpu)
 collect_ignore = [] if os.environ.get("TSCORE_GPU") == "1" else ["gpu"]
@@ -21,6 +25,32 @@ def fresh_ids() -> Iterator[None]:
     tscore.reset_save_id()
     yield
     tscore.reset_save_id()
+
+
+@pytest.fixture(autouse=True)
+def no_dump_left_running(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A test that ends with a debugger still running fails, and that debugger is closed.
+
+    A running debugger keeps its hooks installed (and ``atexit`` keeps it alive), so a test that
+    fails between ``start()`` and ``stop()`` would otherwise change every later test in the
+    process. ptdbg's per-process settings start fresh for each test, as in a new process.
+    """
+    started: list[Debugger] = []
+    start = Debugger.start
+
+    @functools.wraps(start)
+    def recorded_start(self: Debugger, *args: object, **kwargs: object) -> None:
+        start(self, *args, **kwargs)
+        started.append(self)
+
+    monkeypatch.setattr(Debugger, "start", recorded_start)
+    monkeypatch.setattr(tscore.ptdbg, "_session", tscore.ptdbg._Session())
+    yield
+    left = [debugger for debugger in started if debugger.running]
+    for debugger in left:
+        with contextlib.suppress(Exception):  # an overflow limit found at stop(), for one
+            debugger.close()
+    assert not left, f"the test left {len(left)} debugger(s) running; they are closed now"
 
 
 @pytest.fixture()

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import tscore as ts
+import tscore.dump.writer
 from tscore.device_transfers import PendingArray
 from tscore.dump.config import make_config
 from tscore.dump.reading import read_lines
@@ -119,7 +120,10 @@ def _calls(recorder: DumpRecorder, count: int) -> list[np.ndarray]:
     return outputs
 
 
-def test_statistics_cross_to_the_host_a_batch_of_records_at_a_time(tmp_path, lagfw) -> None:
+def test_statistics_cross_to_the_host_a_batch_of_records_at_a_time(tmp_path, lagfw, monkeypatch) -> None:
+    # Lines are also handed over every HAND_OVER_SECONDS: on a loaded machine 300 calls can take
+    # long enough for that to add batches, so only the count of lines decides here.
+    monkeypatch.setattr(tscore.dump.writer, "HAND_OVER_SECONDS", float("inf"))
     recorder = _recorder(tmp_path)
     outputs = _calls(recorder, 300)
     recorder.writer.close()

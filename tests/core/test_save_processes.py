@@ -54,9 +54,13 @@ def _run_writers(tmp_path: Path, script: str, folder: Path) -> None:
         )
         for i in (0, 1)
     ]
-    for proc in procs:
-        _, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err.decode()
+    try:
+        for proc in procs:
+            _, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err.decode()
+    finally:
+        for proc in procs:
+            proc.kill()  # one that failed or hung leaves no other waiting at the barrier
 
 
 def _values(folder: Path) -> dict[float, str]:

@@ -50,7 +50,11 @@ def run_spec001(path):
         forward_fn, grad_position=None, weights=net.trainable_params(), has_aux=True, return_ids=True
     )
     _grads, _ = grad_fn(ms.Tensor(data), ms.Tensor(label))
-    time.sleep(0.1)
+    # the backward save may still be on its way (MindSpore's pipeline, the save's writer):
+    # wait for the three files the example writes, with room for a loaded machine
+    deadline = time.monotonic() + 30
+    while len(list(Path(path).glob("*.npy"))) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
     return sorted(map(str, Path(path).glob("*.npy")))
 
 

@@ -41,9 +41,13 @@ def _run_job(tmp_path, name: str, scale: float) -> str:
         )
         for rank in (0, 1)
     ]
-    for proc in procs:
-        _, err = proc.communicate(timeout=180)
-        assert proc.returncode == 0, err.decode()
+    try:
+        for proc in procs:
+            _, err = proc.communicate(timeout=180)
+            assert proc.returncode == 0, err.decode()
+    finally:
+        for proc in procs:
+            proc.kill()  # one that failed or hung leaves no other waiting at the barrier
     return folder
 
 

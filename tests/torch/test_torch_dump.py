@@ -293,16 +293,28 @@ while True:
 """
 
 
+def _lines(path: Path) -> int:
+    try:
+        return path.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
 @pytest.mark.parametrize("task", ["statistics", "tensor"])
 def test_a_run_killed_in_the_middle_leaves_every_written_record_readable(tmp_path, task) -> None:
     process = subprocess.Popen(
         [sys.executable, "-c", KILLED_RUN, str(tmp_path), task], stdout=subprocess.PIPE, text=True
     )
-    assert process.stdout is not None and process.stdout.readline().strip() == "running"
-    time.sleep(0.5)
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
     folder = tmp_path / "step0" / "rank0"
+    try:
+        assert process.stdout is not None and process.stdout.readline().strip() == "running"
+        # killed once its writer has put a good part of the run on disk, however loaded the machine
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and _lines(folder / "dump.jsonl") <= 150:
+            time.sleep(0.05)
+    finally:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
     read = records(folder)
     assert len(read) > 100
     for record in read[-20:]:
@@ -333,7 +345,11 @@ def test_two_gloo_ranks_dump_into_two_rank_folders(tmp_path) -> None:
         subprocess.Popen([sys.executable, "-c", DISTRIBUTED, str(rank), str(tmp_path), str(port)])
         for rank in range(2)
     ]
-    assert [p.wait(timeout=120) for p in processes] == [0, 0]
+    try:
+        assert [p.wait(timeout=120) for p in processes] == [0, 0]
+    finally:
+        for process in processes:
+            process.kill()  # nothing left running if a rank hangs
     assert sorted(os.listdir(tmp_path / "step0")) == ["rank0", "rank1"]
     for rank in range(2):
         got = {r["name"]: r for r in records(tmp_path / "step0" / f"rank{rank}")}

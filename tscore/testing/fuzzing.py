@@ -44,7 +44,9 @@ def examples() -> int:
 def fuzz_settings() -> Any:
     """Return Hypothesis settings for a fuzz suite: :func:`examples` examples, no deadline, no database.
 
-    With ``CI`` set the examples are derandomised: the same ones every run.
+    The examples are derandomised (the same ones every run, so a test session fails only on a
+    change) unless ``TSCORE_FUZZ_EXAMPLES`` asks for a number of them, as ``nox -s fuzz`` does,
+    and ``CI`` is not set: that run explores new ones.
     """
     from hypothesis import HealthCheck, settings
 
@@ -52,7 +54,7 @@ def fuzz_settings() -> Any:
         max_examples=examples(),
         deadline=None,
         database=None,
-        derandomize=os.environ.get("CI") is not None,
+        derandomize=EXAMPLES_ENV not in os.environ or os.environ.get("CI") is not None,
         suppress_health_check=list(HealthCheck),
     )
 
