@@ -6,6 +6,7 @@ import contextlib
 import functools
 import gc
 import os
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -35,18 +36,18 @@ def no_dump_left_running(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     fails between ``start()`` and ``stop()`` would otherwise change every later test in the
     process. ptdbg's per-process settings start fresh for each test, as in a new process.
     """
-    started: list[Debugger] = []
+    started: list[weakref.ref[Debugger]] = []  # weak: the test's own references decide when one is freed
     start = Debugger.start
 
     @functools.wraps(start)
     def recorded_start(self: Debugger, *args: object, **kwargs: object) -> None:
         start(self, *args, **kwargs)
-        started.append(self)
+        started.append(weakref.ref(self))
 
     monkeypatch.setattr(Debugger, "start", recorded_start)
     monkeypatch.setattr(tscore.ptdbg, "_session", tscore.ptdbg._Session())
     yield
-    left = [debugger for debugger in started if debugger.running]
+    left = [debugger for debugger in (ref() for ref in started) if debugger is not None and debugger.running]
     for debugger in left:
         with contextlib.suppress(Exception):  # an overflow limit found at stop(), for one
             debugger.close()

@@ -262,3 +262,37 @@ def test_a_failing_disk_stops_the_writer_with_one_warning_and_later_records_are_
     writer.close()
     assert writer.failed is not None and "No space left" in writer.failed
     assert caplog.text.count("turned off, the training goes on") == 1
+
+
+def test_a_debugger_never_closed_ends_its_thread_even_when_collected_on_that_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The collector may find a forgotten debugger on any thread, its own writing thread included."""
+    import gc
+    import sys
+    import threading
+
+    import tscore as ts
+
+    errors: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: errors.append(args.exc_value))
+    monkeypatch.setattr(sys, "unraisablehook", lambda args: errors.append(args.exc_value))  # a finalizer's
+    # plugins load first, here: a plugin skipped while the debugger starts is logged with its
+    # ImportError, whose frames (the debugger's among them) pytest keeps with the log record
+    ts.plugins.hook()
+    debugger = ts.dump.Debugger(dump_path=str(tmp_path))
+    debugger.start()
+    debugger.stop()  # stopped, never closed: its thread waits for the next step
+    thread = debugger._thread
+    assert thread is not None and thread.alive
+    debugger.itself = debugger  # type: ignore[attr-defined]  # only the collector frees it now
+    del debugger
+    gc.disable()  # so that the collection below is the one that finds it
+    try:
+        thread.run(gc.collect)  # on the writing thread
+        deadline = time.monotonic() + 10
+        while thread.alive and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        gc.enable()
+    assert not thread.alive and errors == []

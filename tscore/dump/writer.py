@@ -80,10 +80,15 @@ class WriterThread:
         return self._thread.is_alive()
 
     def shutdown(self) -> None:
-        """End the thread once its jobs are done."""
+        """End the thread once its jobs are done (waiting for it, unless called from the thread itself).
+
+        A debugger that was never closed ends its thread when the collector finds it, and the
+        collector may run on any thread: this one included.
+        """
         if self._thread.is_alive():
             self._jobs.put(None)
-            self._thread.join()
+            if threading.current_thread() is not self._thread:
+                self._thread.join()
 
 
 class DumpWriter:
