@@ -6,6 +6,7 @@ import contextlib
 import functools
 import gc
 import os
+import subprocess
 import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -79,3 +80,18 @@ def cyclic_garbage(run: Callable[[], object]) -> list[str]:
         gc.set_debug(0)
         gc.garbage.clear()
         gc.enable()
+
+
+def run_together(commands: list[list[str]], timeout: float) -> None:
+    """Run ``commands`` as processes side by side; each must exit 0 (else its stderr is the message).
+
+    All are killed when one fails or hangs, so none is left waiting for the others.
+    """
+    procs = [subprocess.Popen(command, stderr=subprocess.PIPE) for command in commands]
+    try:
+        for proc in procs:
+            _, err = proc.communicate(timeout=timeout)
+            assert proc.returncode == 0, err.decode()
+    finally:
+        for proc in procs:
+            proc.kill()

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import tscore as ts
+from tests.conftest import run_together
 from tscore import cli, folder_writers
 from tscore.npy_files import read_meta
 
@@ -48,19 +49,7 @@ WRITER = textwrap.dedent(
 def _run_writers(tmp_path: Path, script: str, folder: Path) -> None:
     barrier = tmp_path / "barrier"
     barrier.mkdir()
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", script, str(i), str(folder), str(barrier)], stderr=subprocess.PIPE
-        )
-        for i in (0, 1)
-    ]
-    try:
-        for proc in procs:
-            _, err = proc.communicate(timeout=120)
-            assert proc.returncode == 0, err.decode()
-    finally:
-        for proc in procs:
-            proc.kill()  # one that failed or hung leaves no other waiting at the barrier
+    run_together([[sys.executable, "-c", script, str(i), str(folder), str(barrier)] for i in (0, 1)], 120)
 
 
 def _values(folder: Path) -> dict[float, str]:

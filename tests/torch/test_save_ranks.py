@@ -5,13 +5,13 @@ Real processes joined by a real gloo process group; the compare functions take t
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import textwrap
 
 import numpy as np
 
 import tscore as ts
+from tests.conftest import run_together
 
 RANK = textwrap.dedent(
     """
@@ -35,19 +35,7 @@ RANK = textwrap.dedent(
 def _run_job(tmp_path, name: str, scale: float) -> str:
     folder = str(tmp_path / name)
     store = str(tmp_path / f"{name}.store")
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", RANK, str(rank), store, folder, str(scale)], stderr=subprocess.PIPE
-        )
-        for rank in (0, 1)
-    ]
-    try:
-        for proc in procs:
-            _, err = proc.communicate(timeout=180)
-            assert proc.returncode == 0, err.decode()
-    finally:
-        for proc in procs:
-            proc.kill()  # one that failed or hung leaves no other waiting at the barrier
+    run_together([[sys.executable, "-c", RANK, str(rank), store, folder, str(scale)] for rank in (0, 1)], 180)
     return folder
 
 
