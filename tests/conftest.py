@@ -7,6 +7,8 @@ import functools
 import gc
 import os
 import subprocess
+import tempfile
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,6 +17,7 @@ import pytest
 
 import tscore
 import tscore.ptdbg
+from tscore.dump import api_dump
 from tscore.dump.debugger import Debugger
 
 # the GPU tests run only where `nox -s gpu` asks for them, on a machine with CUDA (see tests/gpu)
@@ -30,12 +33,14 @@ def fresh_ids() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
-def no_dump_left_running(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def no_dump_left_running() -> Iterator[None]:
     """A test that ends with a debugger still running fails, and that debugger is closed.
 
     A running debugger keeps its hooks installed (and ``atexit`` keeps it alive), so a test that
     fails between ``start()`` and ``stop()`` would otherwise change every later test in the
-    process. ptdbg's per-process settings start fresh for each test, as in a new process.
+    process. The per-process settings of ptdbg's functions and of ``api_dump_*`` start fresh
+    for each test, as in a new process. (Patched apart from the test's ``monkeypatch``, which a
+    test may undo.)
     """
     started: list[weakref.ref[Debugger]] = []  # weak: the test's own references decide when one is freed
     start = Debugger.start
@@ -45,13 +50,17 @@ def no_dump_left_running(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         start(self, *args, **kwargs)
         started.append(weakref.ref(self))
 
-    monkeypatch.setattr(Debugger, "start", recorded_start)
-    monkeypatch.setattr(tscore.ptdbg, "_session", tscore.ptdbg._Session())
-    yield
-    left = [debugger for debugger in (ref() for ref in started) if debugger is not None and debugger.running]
-    for debugger in left:
-        with contextlib.suppress(Exception):  # an overflow limit found at stop(), for one
-            debugger.close()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Debugger, "start", recorded_start)
+        patch.setattr(tscore.ptdbg, "_session", tscore.ptdbg._Session())
+        patch.setattr(api_dump, "_state", api_dump._ApiDump())
+        yield
+        left = [
+            debugger for debugger in (ref() for ref in started) if debugger is not None and debugger.running
+        ]
+        for debugger in left:
+            with contextlib.suppress(Exception):  # an overflow limit found at stop(), for one
+                debugger.close()
     assert not left, f"the test left {len(left)} debugger(s) running; they are closed now"
 
 
@@ -85,13 +94,25 @@ def cyclic_garbage(run: Callable[[], object]) -> list[str]:
 def run_together(commands: list[list[str]], timeout: float) -> None:
     """Run ``commands`` as processes side by side; each must exit 0 (else its stderr is the message).
 
-    All are killed when one fails or hangs, so none is left waiting for the others.
+    The first to fail is reported as soon as it exits, and all are then killed and reaped, so
+    none is left waiting for the others (a barrier, a rendezvous).
     """
-    procs = [subprocess.Popen(command, stderr=subprocess.PIPE) for command in commands]
+    errors = [tempfile.TemporaryFile() for _ in commands]
+    procs = [subprocess.Popen(command, stderr=err) for command, err in zip(commands, errors, strict=True)]
     try:
-        for proc in procs:
-            _, err = proc.communicate(timeout=timeout)
-            assert proc.returncode == 0, err.decode()
+        deadline = time.monotonic() + timeout
+        while [proc.poll() for proc in procs].count(None) and time.monotonic() < deadline:  # polls each
+            for proc, err in zip(procs, errors, strict=True):
+                if proc.returncode not in (None, 0):
+                    err.seek(0)
+                    raise AssertionError(f"{proc.args!r} exited {proc.returncode}: {err.read().decode()}")
+            time.sleep(0.05)
+        for proc, err in zip(procs, errors, strict=True):
+            err.seek(0)
+            assert proc.returncode is not None, f"{proc.args!r} still ran after {timeout} s"
+            assert proc.returncode == 0, f"{proc.args!r} exited {proc.returncode}: {err.read().decode()}"
     finally:
-        for proc in procs:
+        for proc, err in zip(procs, errors, strict=True):
             proc.kill()
+            proc.wait()
+            err.close()

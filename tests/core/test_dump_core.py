@@ -274,21 +274,22 @@ def test_a_debugger_never_closed_ends_its_thread_even_when_collected_on_that_thr
 
     import tscore as ts
 
-    errors: list[BaseException | None] = []
-    monkeypatch.setattr(threading, "excepthook", lambda args: errors.append(args.exc_value))
-    monkeypatch.setattr(sys, "unraisablehook", lambda args: errors.append(args.exc_value))  # a finalizer's
     # plugins load first, here: a plugin skipped while the debugger starts is logged with its
     # ImportError, whose frames (the debugger's among them) pytest keeps with the log record
     ts.plugins.hook()
-    debugger = ts.dump.Debugger(dump_path=str(tmp_path))
-    debugger.start()
-    debugger.stop()  # stopped, never closed: its thread waits for the next step
-    thread = debugger._thread
-    assert thread is not None and thread.alive
-    debugger.itself = debugger  # type: ignore[attr-defined]  # only the collector frees it now
-    del debugger
-    gc.disable()  # so that the collection below is the one that finds it
+    gc.collect()  # earlier tests' garbage goes now, so the collection below finds only this test's
+    gc.disable()  # and no collection runs on this thread in between
+    errors: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: errors.append(args.exc_value))
+    monkeypatch.setattr(sys, "unraisablehook", lambda args: errors.append(args.exc_value))  # a finalizer's
     try:
+        debugger = ts.dump.Debugger(dump_path=str(tmp_path))
+        debugger.start()
+        debugger.stop()  # stopped, never closed: its thread waits for the next step
+        thread = debugger._thread
+        assert thread is not None and thread.alive
+        debugger.itself = debugger  # type: ignore[attr-defined]  # only the collector frees it now
+        del debugger
         thread.run(gc.collect)  # on the writing thread
         deadline = time.monotonic() + 10
         while thread.alive and time.monotonic() < deadline:

@@ -203,7 +203,9 @@ def test_an_earlier_runs_file_is_replaced_even_while_another_process_writes_the_
     subprocess.run([sys.executable, "-c", old, str(folder / "x")], check=True)  # the earlier run: gone
     other = subprocess.Popen([sys.executable, "-c", EARLIER_AND_LIVE, "other", str(folder), str(barrier)])
     try:
+        deadline = time.monotonic() + 120
         while not (barrier / "ready").exists():
+            assert other.poll() is None and time.monotonic() < deadline, "the other writer never got ready"
             time.sleep(0.01)
         subprocess.run([sys.executable, "-c", EARLIER_AND_LIVE, "new", str(folder), str(barrier)], check=True)
     finally:

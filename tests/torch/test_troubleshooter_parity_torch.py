@@ -24,17 +24,6 @@ class Net(nn.Module):
         return self.fc(torch.relu(self.bn(self.conv(x))).flatten(1))
 
 
-@pytest.fixture(autouse=True)
-def _no_api_dump_left():
-    """Every test starts and ends with no api_dump state: no network held, no dump running."""
-    from tscore.dump import api_dump
-
-    yield
-    if api_dump._state.debugger is not None:
-        api_dump._state.debugger.stop()
-    api_dump._state.__init__()
-
-
 def _net(seed: int) -> Net:
     torch.manual_seed(seed)
     return Net().eval()
