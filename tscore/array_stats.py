@@ -69,6 +69,17 @@ def array_stats(array: np.ndarray) -> Stats | None:
     return high, low, mean, math.sqrt(squares)
 
 
+def memory_stats_dtypes() -> tuple[np.dtype, ...]:
+    """Return the dtypes :func:`memory_stats` reads (numpy's, ml_dtypes' bfloat16), kernel built or not.
+
+    A backend maps its own dtypes to these by name; :func:`memory_stats` still answers None where
+    the kernel was not built.
+    """
+    from tscore import native_kernel  # the module alone: its library loads on first use
+
+    return tuple(native_kernel.DTYPE_CODES)
+
+
 def memory_stats(address: int, dtype: np.dtype, count: int) -> Stats | None:
     """Return ``(max, min, mean, norm)`` of ``count`` contiguous elements of ``dtype`` at ``address``.
 

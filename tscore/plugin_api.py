@@ -33,7 +33,7 @@ conformance kit a backend runs is :mod:`tscore.testing.conformance`.
 
 from __future__ import annotations
 
-from tscore.array_stats import array_stats, memory_stats
+from tscore.array_stats import array_stats, memory_stats, memory_stats_dtypes
 from tscore.backend import Backend
 from tscore.checkpoint.contents import CheckpointContents, CheckpointReadError
 from tscore.checkpoint.safe_pickle import UnsafePickleError, restricted_unpickle
@@ -94,6 +94,7 @@ __all__ = [
     "UnsupportedObjectError",
     "array_stats",
     "memory_stats",
+    "memory_stats_dtypes",
     "ValueTransform",
     "hook_layers",
     "hookimpl",

@@ -48,3 +48,16 @@ def test_without_the_compiled_kernel_the_backend_is_told_to_summarise_its_own_wa
     monkeypatch.setattr(tscore.array_stats, "_KERNEL", False)  # an install with no C compiler
     values = np.ones(4, np.float32)
     assert memory_stats(_address(values), values.dtype, 4) is None
+
+
+def test_every_dtype_it_lists_is_read_and_named_as_backends_name_it(compiled) -> None:
+    from tscore.plugin_api import memory_stats_dtypes
+
+    listed = memory_stats_dtypes()
+    assert {d.name for d in listed} >= {"float32", "float64", "float16", "bfloat16", "int64", "uint8", "bool"}
+    for dtype in listed:
+        values = np.arange(1, 5).astype(dtype)
+        wide = values.astype(np.float64)
+        assert memory_stats(_address(values), dtype, 4) == pytest.approx(
+            (wide.max(), wide.min(), wide.mean(), float(np.linalg.norm(wide)))
+        ), dtype.name

@@ -32,6 +32,7 @@ from tscore.plugin_api import (
     RunSetting,
     UnsupportedObjectError,
     memory_stats,
+    memory_stats_dtypes,
     read_package_json,
 )
 
@@ -61,22 +62,6 @@ _BIT_CAST = {
 
 
 _WIDE_ENOUGH: tuple[Any, ...] = ()  # float32 and float64, filled once torch is imported
-# the dtypes (besides bfloat16) whose CPU tensors the statistics' compiled pass reads as they lie, by
-# the name torch and numpy share (uint16-64: torch 2.3 and later, with few reductions of ATen's)
-_HOST_DTYPES = (
-    "float32",
-    "float64",
-    "float16",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "bool",
-)
 
 
 def _dtype_name(tensor: Any) -> str:
@@ -95,9 +80,8 @@ def _synchronize(torch: Any, device: Any) -> None:
 @functools.cache
 def _host_dtypes(torch: Any) -> dict[Any, np.dtype]:
     """Map the torch dtypes whose CPU tensors the compiled statistics read to their numpy dtypes."""
-    found = {getattr(torch, name): np.dtype(name) for name in _HOST_DTYPES if hasattr(torch, name)}
-    found[torch.bfloat16] = np.dtype(ml_dtypes.bfloat16)
-    return found
+    # by the name torch, numpy and ml_dtypes share (uint16-64: torch 2.3 and later)
+    return {getattr(torch, d.name): d for d in memory_stats_dtypes() if hasattr(torch, d.name)}
 
 
 def _host_stats(tensor: Any) -> tuple[float, float, float, float] | None:
