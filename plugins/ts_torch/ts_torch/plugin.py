@@ -95,9 +95,8 @@ def _host_stats(tensor: Any) -> tuple[float, float, float, float] | None:
     """
     torch = sys.modules["torch"]
     dtype = _host_dtypes(torch).get(tensor.dtype)
-    if dtype is None or not plain_tensor(tensor) or tensor.layout != torch.strided:
-        return None
-    if tensor.is_quantized or tensor.is_neg():
+    # quantized tensors have dtypes of their own (qint8 ...), none of them in the map
+    if dtype is None or not plain_tensor(tensor) or tensor.layout != torch.strided or tensor.is_neg():
         return None
     t = tensor if tensor.is_contiguous() else tensor.contiguous()
     if not laid_out_in_own_memory(t):  # a storage FSDP freed, a tensor inside vmap
