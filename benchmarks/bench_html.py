@@ -80,7 +80,8 @@ def dump_report(root: Path, rows: int) -> Any:
 
 def folder_report(rows: int) -> Any:
     """A folder comparison of ``rows`` pairs, the last 40 % out of tolerance."""
-    from tscore.compare.report import CompareReport, PairResult, PairStatus
+    from tscore.compare.pairs import PairResult, PairStatus
+    from tscore.compare.report import CompareReport
 
     rnd = random.Random(0)
     pairs = []

@@ -6,14 +6,14 @@ for every framework whose plugin is installed. Importing tscore imports no
 framework and changes no framework's settings; the plugins load on first use,
 and at the latest when ``ts.save`` or ``ts.save_grad`` is first looked up, so
 that a framework that compiles the code calling them (MindSpore's graph mode)
-has been told how to treat them (:mod:`tscore.runtime`).
+has been told how to treat them (:mod:`tscore.contract.runtime`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tscore import widget
+from tscore.contract.tensors import TensorMeta
 from tscore.errors import (
     InvalidNameError,
     PluginError,
@@ -23,13 +23,9 @@ from tscore.errors import (
 )
 from tscore.hookspecs import hookimpl
 from tscore.plugins import register_plugin, unregister_plugin
-from tscore.saving import reset_save_id
 from tscore.seeding import seed_all
-from tscore.tensor_meta import TensorMeta
 from tscore.tensors import from_numpy, is_tensor, tensor_meta, to_numpy
-from tscore.widget import fix_random
-
-__version__ = "0.1.0"
+from tscore.version import __version__
 
 __all__ = [
     "InvalidNameError",
@@ -58,25 +54,32 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from tscore import dump, migrator, ptdbg
-    from tscore.saving import save, save_grad
+    from tscore import dump, migrator, ptdbg, widget
+    from tscore.saving import reset_save_id, save, save_grad
+    from tscore.widget import fix_random
 
-_PREPARED_FUNCTIONS = ("save", "save_grad")
+_MODULES = ("migrator", "dump", "ptdbg", "widget")
+_PREPARED_FUNCTIONS = ("save", "save_grad", "reset_save_id")
 
 
 def __getattr__(name: str) -> object:
     """Resolve the names that need more than the import.
 
     ``migrator`` imports the compare engine (tqdm, its workers) on first use;
-    ``dump`` and ``ptdbg`` the dump engine.
-    ``save`` and ``save_grad`` load the plugins first, so every framework has
-    been prepared for them (``ts_prepare_runtime``) before a compiler meets
-    them in a user's network.
+    ``dump`` and ``ptdbg`` the dump engine; ``widget`` and ``fix_random`` the widget's
+    functions. So ``import tscore.plugin_api``, which runs this package's code first,
+    loads no feature. ``save`` and ``save_grad`` load the plugins first, so every
+    framework has been prepared for them (``ts_prepare_runtime``) before a compiler
+    meets them in a user's network.
     """
-    if name in ("migrator", "dump", "ptdbg"):
+    if name in _MODULES:
         import importlib
 
         return importlib.import_module(f"tscore.{name}")
+    if name == "fix_random":
+        from tscore.widget import fix_random
+
+        return fix_random
     if name in _PREPARED_FUNCTIONS:
         from tscore import saving
         from tscore.plugins import get_plugin_manager

@@ -30,22 +30,21 @@ import logging
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
-from tscore.checkpoint.contents import CheckpointContents
-from tscore.device_transfers import PendingArray, StatsRows
+from tscore.contract.checkpoints import CheckpointContents
+from tscore.contract.graph import GraphNode
+from tscore.contract.kernels import NativeDump
+from tscore.contract.layers import HookHandles, LayerInfo, ModuleRecorder
+from tscore.contract.recorders import ApiRecorder
+from tscore.contract.runtime import Runtime
+from tscore.contract.settings import RunSetting
+from tscore.contract.tensors import FrameworkInfo, ModelInfo, TensorMeta
+from tscore.contract.transfers import PendingArray, StatsRows
 from tscore.dtypes import neutral_dtype
-from tscore.graph_nodes import GraphNode
 from tscore.hookspecs import hookimpl
-from tscore.module_hooks import HookHandles, LayerInfo, ModuleRecorder
-from tscore.run_settings import RunSetting
-from tscore.runtime import Runtime
-from tscore.tensor_meta import FrameworkInfo, ModelInfo, TensorMeta
-
-if TYPE_CHECKING:
-    from tscore.dump.native import NativeDump
 
 log = logging.getLogger(__name__)
 
@@ -258,7 +257,7 @@ class Backend:
         """Answer ``ts_prepare_runtime``: tell your framework how to treat tscore's functions."""
         raise NotImplementedError
 
-    def install_api_hooks(self, recorder: Any) -> HookHandles:
+    def install_api_hooks(self, recorder: ApiRecorder) -> HookHandles:
         """Answer ``ts_install_api_hooks``: report every API call to ``recorder`` (framework imported)."""
         raise NotImplementedError
 
@@ -466,7 +465,7 @@ class Backend:
         return self.framework
 
     @hookimpl
-    def ts_install_api_hooks(self, recorder: Any) -> HookHandles | None:
+    def ts_install_api_hooks(self, recorder: ApiRecorder) -> HookHandles | None:
         """Report your framework's API calls to ``recorder``, when the user imported it."""
         return self.install_api_hooks(recorder) if self.imported() is not None else None
 

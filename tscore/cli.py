@@ -39,7 +39,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from tscore import __version__, folder_writers
+from tscore import folder_writers
 from tscore.checkpoint import cli_commands
 from tscore.compare.engine import MATCH_STRATEGIES, compare_npy_dir
 from tscore.compare.kernels import KERNEL_NAMES
@@ -49,6 +49,7 @@ from tscore.errors import TscoreError
 from tscore.html_report.cli_options import add_html_options, check_html_target, write_html_report
 from tscore.netdiff import cli_command
 from tscore.plugins import get_plugin_manager
+from tscore.version import __version__
 
 
 def plugin_rows() -> list[dict[str, Any]]:

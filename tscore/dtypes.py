@@ -2,7 +2,7 @@
 
 Frameworks spell the same dtype differently (``torch.bfloat16``,
 ``BFloat16``, ``paddle.bfloat16``, numpy's ``float32``). Tensors cross the
-hook boundary with the neutral name (:class:`tscore.tensor_meta.TensorMeta`'s
+hook boundary with the neutral name (:class:`tscore.contract.tensors.TensorMeta`'s
 ``dtype``) and keep the framework's own spelling beside it for people
 (``native_dtype``). The neutral names are numpy's where numpy has the type
 and ``ml_dtypes``' where it does not (``bfloat16``, ``float8_e4m3fn``).

@@ -45,21 +45,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pluggy
 
-from tscore.checkpoint.contents import CheckpointContents
-from tscore.device_transfers import PendingArray
-from tscore.graph_nodes import GraphNode
-from tscore.module_hooks import HookHandles, LayerInfo, ModuleRecorder
-from tscore.run_settings import RunSetting
-from tscore.runtime import Runtime
-from tscore.tensor_meta import FrameworkInfo, ModelInfo, TensorMeta
-
-if TYPE_CHECKING:
-    from tscore.dump.native import NativeDump
+from tscore.contract.checkpoints import CheckpointContents
+from tscore.contract.graph import GraphNode
+from tscore.contract.kernels import NativeDump
+from tscore.contract.layers import HookHandles, LayerInfo, ModuleRecorder
+from tscore.contract.recorders import ApiRecorder
+from tscore.contract.runtime import Runtime
+from tscore.contract.settings import RunSetting
+from tscore.contract.tensors import FrameworkInfo, ModelInfo, TensorMeta
+from tscore.contract.transfers import PendingArray
 
 PROJECT_NAME = "tscore"
 
@@ -80,7 +79,7 @@ def ts_framework_info() -> FrameworkInfo | None:
     label saved tensors. Must not import the framework: read its version from
     the installed distribution's metadata instead.
 
-    :return: a :class:`~tscore.tensor_meta.FrameworkInfo` such as
+    :return: a :class:`~tscore.contract.tensors.FrameworkInfo` such as
         ``FrameworkInfo(name="torch", version="2.13.0", imported=False)``,
         where ``imported`` says whether the framework is in ``sys.modules``.
     """
@@ -128,7 +127,7 @@ def ts_tensor_meta(obj: object) -> TensorMeta | None:
 
     ``firstresult``: return ``None`` for objects that are not yours.
 
-    :return: a :class:`~tscore.tensor_meta.TensorMeta` with the framework
+    :return: a :class:`~tscore.contract.tensors.TensorMeta` with the framework
         name, the neutral dtype name (:func:`tscore.dtypes.neutral_dtype`),
         the dtype as your framework prints it (``native_dtype``), the shape
         and the device (``"cpu"``, ``"cuda:0"``, ``"Ascend:0"``).
@@ -238,11 +237,11 @@ def ts_load_checkpoint(path: str, kind: str, trust: bool) -> CheckpointContents 
     :param trust: ``True`` only when the caller explicitly allowed unpickling
         arbitrary objects; without it, load with the framework's safe mode
         (``torch.load(weights_only=True)``).
-    :return: a :class:`~tscore.checkpoint.contents.CheckpointContents` with the
+    :return: a :class:`~tscore.contract.checkpoints.CheckpointContents` with the
         tensors in file order. Entries that are not tensors (an epoch counter,
         optimizer state) go to its ``skipped`` dict with the reason, never an
         exception.
-    :raises tscore.checkpoint.contents.CheckpointReadError: naming the file
+    :raises tscore.contract.checkpoints.CheckpointReadError: naming the file
         (and the byte offset, when known) for a file of your kind that cannot be read.
 
     Example (a plugin for ``.npz`` archives)::
@@ -363,7 +362,7 @@ def ts_weight_convention(kind: str, framework: str) -> Mapping[str, Any] | None:
     :return: ``{"names": {neutral name: your name, or None when your layer
         has no such entry}, "transforms": {neutral name: the transform that
         turns the neutral layout into yours}}``. A transform is a string of
-        :mod:`tscore.checkpoint.transforms` (``"unsqueeze(2)"``,
+        :mod:`tscore.value_transforms` (``"unsqueeze(2)"``,
         ``"transpose(1, 0)"``, or one a plugin adds through
         :func:`ts_value_transforms`); it must have an inverse. MindSpore's
         answer for ``batchnorm2d``::
@@ -405,7 +404,7 @@ def ts_value_transforms() -> Mapping[str, Any] | None:
     """Offer value transforms beyond tscore's own, for your weight conventions.
 
     Collecting hook: each answer is ``{name: ValueTransform}``
-    (:class:`tscore.checkpoint.transforms.ValueTransform`: a function of the
+    (:class:`tscore.value_transforms.ValueTransform`: a function of the
     array and the integer arguments, and a function giving the inverse's
     spelling). A weight map then writes ``"name(1, 2)"``. tscore's own:
     ``unsqueeze(axis)``, ``squeeze(axis)``, ``transpose(*axes)``.
@@ -447,11 +446,11 @@ def ts_prepare_runtime(runtime: Runtime) -> None:
 
 
 @hookspec
-def ts_install_api_hooks(recorder: object) -> HookHandles | None:
+def ts_install_api_hooks(recorder: ApiRecorder) -> HookHandles | None:
     """Start reporting every API call of your framework to ``recorder``, until the handles are removed.
 
     Collecting hook: each backend whose framework is imported answers with a
-    :class:`tscore.module_hooks.HookHandles` whose ``remove()`` undoes
+    :class:`tscore.contract.layers.HookHandles` whose ``remove()`` undoes
     everything it installed (and leaves nothing patched, checked by identity);
     a backend whose framework is not imported returns ``None``. For each call
     made at the top level (not inside another captured call), call
@@ -459,7 +458,8 @@ def ts_install_api_hooks(recorder: object) -> HookHandles | None:
     (``prefix`` as ptdbg names the namespace: ``Torch``, ``Tensor``,
     ``Functional``, ``VF``), ``recorder.end(token, output)`` after, when the
     token is not None, and, when backward reaches the call,
-    ``recorder.backward(token, grads_into_outputs, grads_into_inputs)``. Keep
+    ``recorder.backward(token, grads_into_outputs, grads_into_inputs)``
+    (:class:`tscore.contract.recorders.ApiRecorder` says what else it offers). Keep
     the tool's own work out of what you report, and change no value, no random
     state and no mode of the user's run. ``recorder.reads_values`` says whether
     its records also need tensors' values on the host (tensor files, md5), not
@@ -510,7 +510,7 @@ def ts_copy_to_host(tensor: object) -> PendingArray | None:
 
     ``firstresult``: return ``None`` for tensors that are not yours, and for
     tensors already in host memory (the dump then copies them with
-    ``ts_to_numpy``). Return a :class:`tscore.device_transfers.PendingArray`:
+    ``ts_to_numpy``). Return a :class:`tscore.contract.transfers.PendingArray`:
     its ``nbytes`` and a ``result()`` that waits for the copy and returns the
     numpy array, called once on the writer's thread. Copy on a stream of your
     own into page-locked memory, after the work that made the tensor, and keep
@@ -628,7 +628,7 @@ def ts_native_dump(folder: str, model: object) -> NativeDump | None:
     was given, or ``None``: with it, say which kernel inputs are its
     parameters (``KernelTensor.parameter``). The debugger calls
     ``begin_step()`` at each dumped step's ``start()`` and ``collect()`` at its
-    ``stop()``, turns each :class:`~tscore.dump.native.KernelCall` into a
+    ``stop()``, turns each :class:`~tscore.contract.kernels.KernelCall` into a
     ``Kernel`` record (:mod:`tscore.dump.native`), then ``discard()`` removes
     what was read.
     """
@@ -674,7 +674,7 @@ def ts_named_layers(model: object) -> Sequence[LayerInfo] | None:
     """List every layer of ``model``, the root first, parents before their children.
 
     ``firstresult``: return ``None`` when ``model`` is not yours. Each
-    :class:`tscore.module_hooks.LayerInfo` gives the layer's path, class name,
+    :class:`tscore.contract.layers.LayerInfo` gives the layer's path, class name,
     neutral kind (the kinds of :func:`ts_layer_params`, plus ``relu``,
     ``gelu``, ``maxpool2d``, ``avgpool2d``, ``dropout``, ``flatten``,
     ``sequential``, ``modulelist``, ...), the state entries it owns itself and
@@ -706,7 +706,7 @@ def ts_install_module_hooks(model: object, recorder: ModuleRecorder) -> HookHand
     output)`` after it returns (nothing when it raises: the recorder then
     knows which layer failed). Pass the framework's own tensors; the recorder
     copies what it keeps. ``remove()`` on the returned
-    :class:`tscore.module_hooks.HookHandles` must take off every hook added
+    :class:`tscore.contract.layers.HookHandles` must take off every hook added
     and undo any setting changed to make hooks fire (a compiled mode).
     """
 
@@ -737,7 +737,7 @@ def ts_read_graph_file(path: str) -> Sequence[GraphNode] | None:
     precision your backend changed.
 
     :param path: the file.
-    :return: one :class:`tscore.graph_nodes.GraphNode` per operator, in the
+    :return: one :class:`tscore.contract.graph.GraphNode` per operator, in the
         graph's order: its unique ``name`` (what other nodes' inputs name as
         their ``source``), ``full_name`` with its scope, ``op_type``, its
         attributes as text (``precision_flag``: ``raise``/``reduce`` when the

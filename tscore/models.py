@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from tscore.contract.tensors import ModelInfo
 from tscore.errors import UnsupportedObjectError
 from tscore.plugins import get_plugin_manager, hook
-from tscore.tensor_meta import ModelInfo
 
 
 def _installed_frameworks() -> list[str]:

@@ -15,14 +15,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
-import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, BinaryIO
 
 import numpy as np
 
-from tscore import folder_writers
+from tscore import folder_writers, json_lines
 from tscore.errors import TargetPathError, UnsupportedObjectError
 
 META_FILE_NAME = "tscore_meta.jsonl"
@@ -202,39 +201,22 @@ def append_meta(folder: str, records: Iterable[Mapping[str, Any]]) -> None:
     """Append one JSON line per record to the folder's ``tscore_meta.jsonl``.
 
     All lines of one call go out in a single ``write`` on a file opened for
-    appending, so lines from several threads or processes never interleave.
+    appending, so lines from several threads or processes never interleave
+    (:func:`tscore.json_lines.append_lines`).
+
+    :raises TargetPathError: naming the file, when it cannot be written.
     """
-    payload = "".join(json.dumps(dict(r), separators=(",", ":")) + "\n" for r in records)
-    if not payload:
-        return
-    path = os.path.join(folder, META_FILE_NAME)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
-        try:
-            os.write(fd, payload.encode("utf-8"))
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        raise TargetPathError(f"cannot write {path!r}: {exc.strerror or exc}") from exc
+    json_lines.append_lines(os.path.join(folder, META_FILE_NAME), records)
 
 
 def read_meta(folder: str) -> dict[str, dict[str, Any]]:
     """Read ``tscore_meta.jsonl`` into ``{file name: record}``; the last record of a name wins.
 
     A missing side file gives ``{}``; a damaged line (a crash mid-write) is
-    skipped.
+    skipped with a note.
     """
-    path = os.path.join(folder, META_FILE_NAME)
     records: dict[str, dict[str, Any]] = {}
-    try:
-        with open(path, encoding="utf-8") as stream:
-            for line in stream:
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(record, dict) and isinstance(record.get("file"), str):
-                    records[record["file"]] = record
-    except FileNotFoundError:
-        pass
+    for record in json_lines.read_lines(os.path.join(folder, META_FILE_NAME)):
+        if isinstance(record, dict) and isinstance(record.get("file"), str):
+            records[record["file"]] = record
     return records

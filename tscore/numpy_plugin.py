@@ -10,8 +10,8 @@ import random
 
 import numpy as np
 
+from tscore.contract.tensors import FrameworkInfo, TensorMeta
 from tscore.hookspecs import hookimpl
-from tscore.tensor_meta import FrameworkInfo, TensorMeta
 
 FRAMEWORK = "numpy"
 

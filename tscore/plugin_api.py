@@ -1,16 +1,20 @@
 """The one module a backend author imports from tscore.
 
 Everything a plugin needs is here, and a plugin in this repository imports
-nothing else of tscore (a test checks the import graph):
+nothing else of tscore (a test checks the import graph). It re-exports the
+contract (:mod:`tscore.contract`) and the helpers above it, and loads no
+feature of tscore: importing it is cheap and pulls in no dump, compare or
+report machinery.
 
 * :class:`Backend`, the base that says "is this object mine" once and turns
   plain methods into hooks; :data:`hookimpl` for a plugin written as
   functions; :data:`hookspec` and :data:`PROJECT_NAME` for tools.
-* The records hooks take and return: :class:`TensorMeta`,
+* The records hooks take and return (:mod:`tscore.contract`): :class:`TensorMeta`,
   :class:`FrameworkInfo`, :class:`ModelInfo`, :class:`LayerInfo`,
-  :class:`ModuleRecorder`, :class:`HookHandles`, :class:`CheckpointContents`,
-  :class:`Runtime`, :class:`ValueTransform`, :class:`PendingArray`, :class:`RunSetting`,
-  :class:`GraphNode` and :class:`GraphInput`.
+  :class:`ModuleRecorder`, :class:`ApiRecorder` (what ``ts_install_api_hooks``
+  reports to), :class:`HookHandles`, :class:`CheckpointContents`, :class:`Runtime`,
+  :class:`PendingArray`, :class:`RunSetting`, :class:`KernelCall`, :class:`KernelTensor`,
+  :class:`GraphNode` and :class:`GraphInput`; and :class:`ValueTransform`.
 * Errors: :class:`TscoreError`, :class:`UnsupportedObjectError`,
   :class:`CheckpointReadError`, :class:`UnsafePickleError`.
 * Helpers a backend uses: :func:`hook_layers` (forward pre- and post-hooks
@@ -35,29 +39,23 @@ from __future__ import annotations
 
 from tscore.array_stats import array_stats, memory_stats, memory_stats_dtypes
 from tscore.backend import Backend
-from tscore.checkpoint.contents import CheckpointContents, CheckpointReadError
-from tscore.checkpoint.safe_pickle import UnsafePickleError, restricted_unpickle
-from tscore.checkpoint.transforms import ValueTransform
-from tscore.device_transfers import PendingArray
+from tscore.contract.checkpoints import CheckpointContents, CheckpointReadError
+from tscore.contract.graph import GraphInput, GraphNode
+from tscore.contract.kernels import KernelCall, KernelTensor
+from tscore.contract.layers import HookHandles, LayerInfo, ModuleRecorder
+from tscore.contract.recorders import ApiRecorder
+from tscore.contract.runtime import Runtime
+from tscore.contract.settings import RunSetting
+from tscore.contract.tensors import FrameworkInfo, ModelInfo, TensorMeta
+from tscore.contract.transfers import PendingArray
 from tscore.dtypes import NEUTRAL_DTYPES, neutral_dtype
-from tscore.dump.native import KernelCall, KernelTensor
 from tscore.errors import StepStopped, TscoreError, UnsupportedObjectError
-from tscore.graph_nodes import GraphInput, GraphNode
 from tscore.hookspecs import PROJECT_NAME, hookimpl, hookspec
 from tscore.json_files import read_package_json
-from tscore.module_hooks import (
-    HookHandles,
-    LayerInfo,
-    ModuleRecorder,
-    hook_layers,
-    kind_by_class,
-    training_modes_restored,
-)
+from tscore.module_hooks import hook_layers, kind_by_class, training_modes_restored
 from tscore.npy_files import write_atomic
-from tscore.run_settings import RunSetting
-from tscore.runtime import Runtime
+from tscore.safe_pickle import UnsafePickleError, restricted_unpickle
 from tscore.structures import map_arrays
-from tscore.tensor_meta import FrameworkInfo, ModelInfo, TensorMeta
 from tscore.torch_style_api import TORCH_STYLE_NOT_COMPUTING
 from tscore.torch_style_layers import (
     TORCH_STYLE_KINDS,
@@ -66,11 +64,13 @@ from tscore.torch_style_layers import (
     torch_style_layer_params,
     torch_style_named_layers,
 )
+from tscore.value_transforms import ValueTransform
 
 __all__ = [
     "NEUTRAL_DTYPES",
     "PROJECT_NAME",
     "TORCH_STYLE_KINDS",
+    "ApiRecorder",
     "Backend",
     "CheckpointContents",
     "CheckpointReadError",

@@ -5,6 +5,12 @@ first use, not at ``import tscore``, and loading one never imports its
 framework. ``TSCORE_PLUGINS=torch,mindspore`` narrows which entry points load;
 a plugin that fails to load is skipped with one logged warning and listed with
 the reason by ``tscore plugins``.
+
+This module imports no feature of tscore. A feature that brings a built-in
+plugin (the checkpoint formats that need no framework, the recorded-run
+backend) registers it here itself, with :func:`add_builtin_plugin`, and the
+saving feature says how a compiler must treat its functions with
+:func:`provide_runtime`: every manager, made now or later, gets both.
 """
 
 from __future__ import annotations
@@ -20,18 +26,16 @@ import pluggy
 
 from tscore import hookspecs, numpy_plugin
 from tscore.backend import Backend
-from tscore.checkpoint import formats_plugin
+from tscore.contract.runtime import Runtime
 from tscore.errors import PluginError
-from tscore.netdiff import recorded_plugin
-from tscore.runtime import current_runtime
 
 log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "tscore"
 PLUGINS_ENV_VAR = "TSCORE_PLUGINS"
 BUILTIN_NUMPY = "numpy"
-BUILTIN_RECORDED = "recorded_network"
-BUILTIN_FORMATS = "checkpoint-formats"
+BUILTIN_DISTRIBUTION = "tscore (built in)"
+IN_PROCESS = "registered in process"
 
 
 @dataclass
@@ -121,17 +125,57 @@ def selected_plugin_names(environ: dict[str, str] | None = None) -> set[str] | N
     return {part.strip() for part in value.split(",") if part.strip()}
 
 
+# what the features of tscore registered: their built-in plugins, and the runtime for compilers
+_builtins: dict[str, object] = {BUILTIN_NUMPY: numpy_plugin}
+_runtime: list[Runtime] = []
+
+
+def add_builtin_plugin(name: str, plugin: object) -> None:
+    """Register a feature's built-in plugin under ``name``, in the manager now and in every later one.
+
+    A feature calls it when it is imported, before it calls the hooks its plugin answers. A name
+    added twice keeps the first plugin.
+    """
+    with _manager_lock:
+        if name in _builtins:
+            return
+        _builtins[name] = plugin
+        manager = _manager
+    if manager is not None:
+        manager.register_plugin(plugin, name, distribution=BUILTIN_DISTRIBUTION)
+
+
+def provide_runtime(runtime: Runtime) -> None:
+    """Tell every backend, now and when it registers later, how a compiler must treat tscore's functions.
+
+    The saving feature calls it once, when it is imported (:mod:`tscore.contract.runtime`); later calls
+    are ignored, since each backend is prepared once.
+    """
+    with _manager_lock:
+        if _runtime:
+            return
+        _runtime.append(runtime)
+        manager = _manager
+    if manager is not None:
+        manager.hook.ts_prepare_runtime.call_historic(kwargs={"runtime": runtime})
+
+
 def create_plugin_manager(*, load_entry_points: bool = True) -> TscorePluginManager:
-    """Build a manager with the built-in numpy plugin and, if asked, the installed plugins."""
+    """Build a manager with the built-in plugins and, if asked, the installed plugins."""
     pm = TscorePluginManager()
-    # Historic: every plugin registered from here on is prepared when it registers.
-    pm.hook.ts_prepare_runtime.call_historic(kwargs={"runtime": current_runtime()})
-    pm.register_plugin(numpy_plugin, BUILTIN_NUMPY, distribution="tscore (built in)")
-    pm.register_plugin(formats_plugin, BUILTIN_FORMATS, distribution="tscore (built in)")
-    pm.register_plugin(recorded_plugin, BUILTIN_RECORDED, distribution="tscore (built in)")
+    if _runtime:  # historic: every plugin registered from here on is prepared when it registers
+        pm.hook.ts_prepare_runtime.call_historic(kwargs={"runtime": _runtime[0]})
+    _register_builtins(pm)
     if load_entry_points:
         _load_entry_points(pm, selected_plugin_names())
+        _register_builtins(pm)  # those whose feature an installed plugin imported
     return pm
+
+
+def _register_builtins(pm: TscorePluginManager) -> None:
+    for name, plugin in list(_builtins.items()):
+        if pm.get_plugin(name) is None:
+            pm.register_plugin(plugin, name, distribution=BUILTIN_DISTRIBUTION)
 
 
 def _load_entry_points(pm: TscorePluginManager, selected: set[str] | None) -> None:
@@ -185,7 +229,7 @@ def _load_entry_points(pm: TscorePluginManager, selected: set[str] | None) -> No
 
 
 _manager: TscorePluginManager | None = None
-_manager_lock = threading.Lock()
+_manager_lock = threading.RLock()  # a plugin loaded while the manager is made may add a built-in
 
 
 def get_plugin_manager() -> TscorePluginManager:
@@ -205,6 +249,19 @@ def reset_plugin_manager() -> None:
         _manager = None
 
 
+def plugin_packages() -> frozenset[str]:
+    """Return the top-level packages of the installed plugins loaded now (``ts_torch`` ...).
+
+    A dump leaves their frames out of the stacks a user reads, as it leaves out tscore's own.
+    Built-in plugins and those registered in process (a user's or a test's module) are not counted.
+    """
+    records = get_plugin_manager().records.values()
+    others = (BUILTIN_DISTRIBUTION, IN_PROCESS)
+    return frozenset(
+        r.module.partition(".")[0] for r in records if r.status == "loaded" and r.distribution not in others
+    )
+
+
 def hook() -> Any:
     """Return the hook relay of the process-wide manager (``hook().ts_to_numpy(obj=x)``)."""
     return get_plugin_manager().hook
@@ -216,7 +273,7 @@ def register_plugin(plugin: object, name: str | None = None) -> str:
     Use this for a framework that has no installed plugin package, or in
     tests. Returns the name it was registered under.
     """
-    return get_plugin_manager().register_plugin(plugin, name, distribution="registered in process")
+    return get_plugin_manager().register_plugin(plugin, name, distribution=IN_PROCESS)
 
 
 def unregister_plugin(name: str) -> None:

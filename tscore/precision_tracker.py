@@ -19,8 +19,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from tscore.contract.graph import GraphNode
 from tscore.errors import TargetPathError, TscoreError
-from tscore.graph_nodes import GraphNode
 from tscore.npy_files import write_atomic
 from tscore.plugins import hook
 

@@ -31,6 +31,7 @@ from tscore.compare.report import print_report
 from tscore.dump.acl_config import check_acl_config
 from tscore.dump.config import DumpConfigError, make_config
 from tscore.dump.debugger import Debugger
+from tscore.dump.modes import mode_filters
 from tscore.dump.reading import find_records, format_record
 from tscore.dump_compare.compare import compare, compare_distributed
 from tscore.plugins import hook as plugin_hook
@@ -209,52 +210,6 @@ def set_overflow_check_switch(switch: str, filter_switch: str = "ON") -> None:
     _session.debugger = debugger
 
 
-def _mode_config(mode: str, scope: Sequence[str], api_list: Sequence[str]) -> dict[str, Any]:
-    """Translate ptdbg's mode into the dump config's filters."""
-    if mode == "all":
-        return {}
-    if mode == "list":
-        if not scope:
-            raise DumpConfigError("set_dump_switch(mode='list') needs scope=[names of the calls to dump]")
-        return {"list": list(scope)}
-    if mode == "range":
-        if len(scope) != 2:
-            raise DumpConfigError(
-                f"set_dump_switch(mode='range') needs scope=[first call, last call], got {list(scope)!r}"
-            )
-        return {"scope": list(scope)}
-    if mode == "stack":  # no scope: every call; one name: the calls it begins; two: a range
-        if len(scope) > 2:
-            raise DumpConfigError(
-                f"set_dump_switch(mode='stack') takes up to two names in scope, got {list(scope)!r}"
-            )
-        chosen = {"scope": list(scope)} if len(scope) == 2 else {"list": list(scope)}
-        return {**chosen, "stack_only": True}
-    if mode == "api_list":
-        if not api_list:
-            raise DumpConfigError(
-                "set_dump_switch(mode='api_list') needs api_list=[API names, such as 'relu']"
-            )
-        return {"apis": list(api_list)}
-    if mode == "api_stack":
-        return {"stack": True}
-    if _session.acl_config is None:
-        raise DumpConfigError(
-            "set_dump_switch(mode='acl') needs register_hook(model, acc_cmp_dump, dump_mode='acl', "
-            "dump_config='dump.json') first (an Ascend NPU with torch_npu); elsewhere use mode='list'"
-        )
-    if not scope:
-        raise DumpConfigError("set_dump_switch(mode='acl') needs scope=[names of the calls to dump]")
-    backward = [name for name in scope if name.endswith("backward")]
-    if backward:
-        raise DumpConfigError(
-            f"set_dump_switch(mode='acl'): {', '.join(backward)}: an ACL dump of a backward call replays it "
-            "from set_backward_input's files, which this version does not do; dump the forward call, or "
-            "the backward call with mode='list'"
-        )
-    return {"list": list(scope), "acl_config": _session.acl_config}
-
-
 def set_dump_switch(
     switch: str,
     mode: str = "all",
@@ -294,7 +249,7 @@ def set_dump_switch(
         raise DumpConfigError(f"set_dump_switch: filter_switch is 'ON' or 'OFF', not {filter_switch!r}")
     if _session.debugger is not None:
         _session.debugger.stop()
-    values = _mode_config(mode, list(scope or []), list(api_list or []))
+    values = mode_filters(mode, list(scope or []), list(api_list or []), _session.acl_config)
     values.update(
         task="statistics" if summary_only else "tensor",
         dump_path=_session.dump_path,

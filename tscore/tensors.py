@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from tscore.contract.tensors import TensorMeta
 from tscore.errors import UnsupportedObjectError
 from tscore.plugins import get_plugin_manager, hook
-from tscore.tensor_meta import TensorMeta
 
 
 def type_name(obj: object) -> str:

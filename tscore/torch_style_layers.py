@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tscore.module_hooks import LayerInfo, kind_by_class
+from tscore.contract.layers import LayerInfo
+from tscore.module_hooks import kind_by_class
 
 # (class name under the backend's nn namespace, neutral kind)
 TORCH_STYLE_KINDS: tuple[tuple[str, str], ...] = (

@@ -16,7 +16,7 @@ import tscore as ts
 from tests.core.test_html_report import planted
 from tscore.cli import main
 from tscore.dump_compare import compare_dumps
-from tscore.html_report.kinds import DIFFERING
+from tscore.dump_compare.report_page import DIFFERING
 from tscore.html_report.page import Column, Metric, ReportPage, write_page
 from tscore.netdiff.report import LayerStatus
 

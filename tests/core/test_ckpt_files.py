@@ -12,9 +12,9 @@ from safetensors.numpy import load_file, save_file
 
 from tscore.checkpoint import ckpt_format
 from tscore.checkpoint.ckpt_format import read_ckpt, write_ckpt
-from tscore.checkpoint.contents import CheckpointReadError
 from tscore.checkpoint.files import load_checkpoint, save_checkpoint
 from tscore.checkpoint.safetensors_format import read_safetensors, write_safetensors
+from tscore.contract.checkpoints import CheckpointReadError
 from tscore.errors import TargetPathError, UnsupportedObjectError
 
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from tscore import native_kernel
 from tscore.compare import c_kernel, compare_arrays, numba_kernel, pair_stats
 from tscore.compare.kernels import flat_stats, logical_stats, resolve_kernel
-from tscore.compare.report import PairStatus
+from tscore.compare.pairs import PairStatus
 from tscore.errors import TscoreError
 
 KERNELS = ["c", "numpy", "numba"]

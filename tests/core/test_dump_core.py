@@ -297,3 +297,4 @@ def test_a_debugger_never_closed_ends_its_thread_even_when_collected_on_that_thr
     finally:
         gc.enable()
     assert not thread.alive and errors == []
+

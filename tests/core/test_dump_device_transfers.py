@@ -19,7 +19,7 @@ import pytest
 
 import tscore as ts
 import tscore.dump.writer
-from tscore.device_transfers import PendingArray
+from tscore.contract.transfers import PendingArray
 from tscore.dump.config import make_config
 from tscore.dump.reading import read_lines
 from tscore.dump.recorder import DumpRecorder, finish_record, stage_statistics

@@ -19,11 +19,12 @@ import pytest
 
 import tscore as ts
 from tscore.cli import main
-from tscore.compare.report import CompareReport, PairResult, PairStatus
+from tscore.compare.pair_page import pair_metrics
+from tscore.compare.pairs import PairResult, PairStatus
+from tscore.compare.report import CompareReport
 from tscore.errors import TargetPathError
 from tscore.html_report import Metric, page_of, render
 from tscore.html_report.chart import MAX_POINTS, metric_chart, worst_per_run
-from tscore.html_report.kinds import pair_metrics
 from tscore.html_report.page import Column, ReportPage
 
 EVIL = "<img src=x onerror=alert(1)>"

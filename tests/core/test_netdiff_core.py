@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from tscore.checkpoint.weight_map import WeightMap
+from tscore.contract.layers import HookHandles, LayerInfo
 from tscore.errors import UnsupportedObjectError
-from tscore.module_hooks import HookHandles, LayerInfo
 from tscore.netdiff.inputs import InputError, input_cases
 from tscore.netdiff.pairing import pair_layers
 from tscore.netdiff.report import Divergence, short

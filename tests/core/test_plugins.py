@@ -11,8 +11,8 @@ import pytest
 import tscore as ts
 from tests.conftest import npy_names
 from tscore import cli, hookimpl
+from tscore.contract.tensors import TensorMeta
 from tscore.plugins import create_plugin_manager, get_plugin_manager
-from tscore.tensor_meta import TensorMeta
 
 
 class Box:
@@ -94,7 +94,7 @@ def fake_distribution(tmp_path, monkeypatch):
     (tmp_path / "fake_good.py").write_text(
         textwrap.dedent("""
         from tscore import hookimpl
-        from tscore.tensor_meta import FrameworkInfo
+        from tscore.contract.tensors import FrameworkInfo
 
         @hookimpl
         def ts_framework_info():

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import tscore as ts
-from tscore.checkpoint import transforms
-from tscore.checkpoint.transforms import TransformError, ValueTransform
+from tscore import value_transforms as transforms
 from tscore.plugin_api import hookimpl
+from tscore.value_transforms import TransformError, ValueTransform
 
 
 @pytest.mark.parametrize(

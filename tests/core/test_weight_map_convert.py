@@ -11,10 +11,10 @@ import pytest
 
 import tscore as ts
 from tscore.checkpoint.ckpt_format import read_ckpt, write_ckpt
-from tscore.checkpoint.contents import CheckpointContents
 from tscore.checkpoint.convert import ConversionStatus, convert_checkpoint, convert_params
 from tscore.checkpoint.weight_map import WeightMap, WeightMapError, customise, load_weight_map
 from tscore.cli import main
+from tscore.contract.checkpoints import CheckpointContents
 
 MAP = WeightMap(
     name_map={

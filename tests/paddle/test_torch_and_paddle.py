@@ -15,9 +15,9 @@ from paddle import nn as pnn
 from torch import nn as tnn
 
 import tscore as ts
-from tscore.checkpoint.contents import CheckpointReadError
 from tscore.checkpoint.files import load_checkpoint
 from tscore.cli import main
+from tscore.contract.checkpoints import CheckpointReadError
 
 INPUT = (((2, 3, 8, 8), np.float32),)
 

@@ -20,9 +20,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tscore.checkpoint.contents import CheckpointReadError
 from tscore.checkpoint.files import load_checkpoint
 from tscore.checkpoint.torch_zip import TorchZipError, read_torch_tensor
+from tscore.contract.checkpoints import CheckpointReadError
 from tscore.testing.fuzzing import fuzz_file, fuzz_settings, run_isolated
 
 SETTINGS = fuzz_settings()

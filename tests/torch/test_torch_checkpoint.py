@@ -14,8 +14,8 @@ import torch
 from torch import nn
 
 import tscore as ts
-from tscore.checkpoint.contents import CheckpointReadError
 from tscore.checkpoint.files import load_checkpoint, save_checkpoint
+from tscore.contract.checkpoints import CheckpointReadError
 from tscore.plugins import hook
 
 

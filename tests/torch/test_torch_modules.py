@@ -107,7 +107,8 @@ def test_the_tracking_recorder_keeps_no_values() -> None:
 
 def test_module_hooks_report_each_path_of_a_layer_listed_twice_and_all_come_off() -> None:
     """A layer a framework lists under two paths is reported under each; removal takes every hook off."""
-    from tscore.module_hooks import HookHandles, hook_layers
+    from tscore.contract.layers import HookHandles
+    from tscore.module_hooks import hook_layers
 
     class Paths:
         def __init__(self) -> None:

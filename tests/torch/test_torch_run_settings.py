@@ -251,7 +251,7 @@ def test_a_comparison_names_the_setting_that_differs_and_what_it_explains(tmp_pa
     assert report.settings_differences[0].target == "bfloat16" and report.settings_differences[0].orig is None
     assert "autocast" in report.summary() and "is within it" in report.summary()
     assert "on cpu" in report.target_label
-    from tscore.html_report.kinds import dump_page
+    from tscore.dump_compare.report_page import dump_page
 
     notes = dump_page(report).notes  # the page a person opens lists each setting with both values
     assert any(n.startswith("setting: autocast: 'bfloat16' on torch cpu, None on torch cpu") for n in notes)

@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 from tabulate import tabulate
 from tqdm import tqdm
 
-from tscore.checkpoint.contents import CheckpointContents
 from tscore.checkpoint.convert import ConversionStatus, convert_params
 from tscore.checkpoint.weight_map import WeightMap
 from tscore.compare.engine import compare_arrays
-from tscore.compare.report import PairResult, boxed, format_shape, pair_table, print_report
+from tscore.compare.pairs import PairResult, format_shape
+from tscore.compare.report import boxed, pair_table, print_report
+from tscore.contract.checkpoints import CheckpointContents
+
+if TYPE_CHECKING:
+    from tscore.html_report.page import ReportPage
 
 SHAPE_TITLE = "The list of comparison results for shapes"
 VALUE_TITLE = "The list of comparison results for values"
@@ -129,9 +133,15 @@ class CheckpointDiff(BaseModel):
         :param metric: the error metric charted first (``max_rel``, ``cosine_distance``, ``max_abs``).
         :raises TargetPathError: naming the path, when its folder is missing or not writable.
         """
-        from tscore.html_report import write_html
+        from tscore.html_report.page import write_page
 
-        return write_html(self, path, metric)
+        return write_page(self.to_page(), path, metric)
+
+    def to_page(self) -> ReportPage:
+        """Return this report's page data, which :mod:`tscore.html_report` renders."""
+        from tscore.checkpoint.ckpt_diff_page import checkpoint_page
+
+        return checkpoint_page(self)
 
     def to_json(self, indent: int | None = 2) -> str:
         """Render the whole comparison as JSON."""

@@ -36,7 +36,8 @@ from typing import BinaryIO
 import ml_dtypes
 import numpy as np
 
-from tscore.checkpoint.contents import CheckpointContents, CheckpointReadError, byte_view
+from tscore.checkpoint.raw_bytes import byte_view
+from tscore.contract.checkpoints import CheckpointContents, CheckpointReadError
 from tscore.errors import UnsupportedObjectError
 from tscore.npy_files import write_atomic
 

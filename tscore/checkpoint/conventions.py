@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tscore.checkpoint import transforms
+from tscore import value_transforms as transforms
 from tscore.errors import TscoreError
 from tscore.plugins import get_plugin_manager, hook
 

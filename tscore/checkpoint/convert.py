@@ -17,11 +17,11 @@ import numpy as np
 from pydantic import BaseModel, Field
 from tabulate import tabulate
 
-from tscore.checkpoint import transforms
-from tscore.checkpoint.contents import CheckpointContents
+from tscore import value_transforms as transforms
 from tscore.checkpoint.files import format_of, save_checkpoint
 from tscore.checkpoint.weight_map import WeightMap, WeightMapError
 from tscore.compare.report import boxed
+from tscore.contract.checkpoints import CheckpointContents
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from tscore.checkpoint.contents import CheckpointContents, CheckpointReadError
+from tscore.contract.checkpoints import CheckpointContents, CheckpointReadError
 from tscore.errors import TargetPathError, UnsupportedObjectError
 from tscore.npy_files import writable_target
 from tscore.plugins import hook

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from tscore.checkpoint.ckpt_format import read_ckpt, write_ckpt
-from tscore.checkpoint.contents import CheckpointContents
 from tscore.checkpoint.safetensors_format import read_safetensors, write_safetensors
+from tscore.contract.checkpoints import CheckpointContents
 from tscore.hookspecs import hookimpl
 
 # safetensors metadata "format" value per framework, as each framework writes it

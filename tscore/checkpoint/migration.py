@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tscore.checkpoint.ckpt_diff import CheckpointDiff, diff_checkpoints, diff_through_map, print_diff
-from tscore.checkpoint.contents import CheckpointContents
 from tscore.checkpoint.convert import ConversionReport, convert_checkpoint
 from tscore.checkpoint.files import load_checkpoint, suffix_kinds
 from tscore.checkpoint.weight_map import (
@@ -27,6 +26,7 @@ from tscore.checkpoint.weight_map import (
     save_weight_map,
 )
 from tscore.compare.report import print_report
+from tscore.contract.checkpoints import CheckpointContents
 from tscore.errors import UnsupportedObjectError
 from tscore.npy_files import writable_target
 from tscore.tensors import to_numpy

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from tscore.checkpoint import transforms
+from tscore import value_transforms as transforms
 from tscore.checkpoint.conventions import Conventions, LayerMapping
 from tscore.checkpoint.layer_alignment import (
     NAMES,

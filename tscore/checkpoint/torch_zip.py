@@ -24,8 +24,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from tscore.checkpoint.safe_pickle import memo_problem
 from tscore.errors import TscoreError
+from tscore.safe_pickle import memo_problem
 
 # torch storage classes and the dtypes of their elements
 _STORAGES: dict[str, Any] = {

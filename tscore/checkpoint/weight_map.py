@@ -37,7 +37,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from tscore.checkpoint import transforms
+from tscore import value_transforms as transforms
 from tscore.checkpoint.conventions import Conventions, require_plugin
 from tscore.checkpoint.layer_alignment import LayerMatch, alignment_table
 from tscore.checkpoint.network_alignment import align_networks

@@ -20,7 +20,8 @@ from tscore.compare.name_maps import (
     get_name_map_list_by_shape_edit_distance,
 )
 from tscore.compare.npy_layout import NpyReadError
-from tscore.compare.report import CompareReport, PairResult, PairStatus
+from tscore.compare.pairs import PairResult, PairStatus
+from tscore.compare.report import CompareReport
 
 __all__ = [
     "CompareReport",

@@ -28,7 +28,8 @@ from tscore.compare import name_maps, segments
 from tscore.compare.kernels import THREADED_KERNELS, reads, resolve_kernel
 from tscore.compare.npy_layout import NpyLayout, NpyMissingError, NpyReadError, array_from_bytes, read_npy
 from tscore.compare.pair_stats import PairStats, batch_stats
-from tscore.compare.report import PairResult, PairStatus, RenderedRows, render_rows
+from tscore.compare.pairs import PairResult, PairStatus
+from tscore.compare.report import RenderedRows, render_rows
 from tscore.dtypes import neutral_dtype
 
 # Below this many bytes (both sides) one process is faster than starting workers.
@@ -249,11 +250,7 @@ def _executor(kernel: str, workers: int) -> cf.Executor:
     """
     if kernel in THREADED_KERNELS:
         return cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tscore-compare")
-    return cf.ProcessPoolExecutor(
-        max_workers=workers,
-        mp_context=multiprocessing.get_context("fork"),
-        initializer=segments.one_blas_thread,
-    )
+    return _pool(workers)
 
 
 def _parallel_allowed(kernel: str) -> bool:
@@ -411,6 +408,7 @@ def _died(names: list[tuple[str | None, str | None]], problem: str, settings: Se
 
 
 def _pool(workers: int) -> cf.ProcessPoolExecutor:
+    """Forked worker processes with one BLAS thread each (see :func:`_executor` for why fork)."""
     return cf.ProcessPoolExecutor(
         max_workers=workers,
         mp_context=multiprocessing.get_context("fork"),

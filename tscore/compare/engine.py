@@ -22,7 +22,8 @@ from tqdm import tqdm
 from tscore.compare import blocks, name_maps
 from tscore.compare.kernels import kernel_name, logical_stats, resolve_kernel
 from tscore.compare.pair_stats import PairStats
-from tscore.compare.report import CompareReport, PairResult, RowStream, print_report
+from tscore.compare.pairs import PairResult
+from tscore.compare.report import CompareReport, RowStream, print_report
 from tscore.npy_files import writable_target
 
 logger = logging.getLogger(__name__)

@@ -11,73 +11,29 @@ import csv
 import enum
 import io
 import json
-import math
 import os
 import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field
 from tabulate import tabulate
 
+from tscore.compare.pairs import (
+    PairResult,
+    PairStatus,
+    format_number,
+    format_ratio,
+    format_shape,
+)
 from tscore.npy_files import atomic_stream, write_atomic
 
+if TYPE_CHECKING:
+    from tscore.html_report.page import ReportPage
+
 TITLE = "The list of comparison results"
-
-
-class PairStatus(str, enum.Enum):
-    """What happened to one pair of files."""
-
-    OK = "ok"  # compared; every element within tolerance
-    MISMATCH = "mismatch"  # compared; some elements outside tolerance
-    DTYPE_MISMATCH = "dtype_mismatch"  # compared in float64, but the source dtypes differ
-    SHAPE_MISMATCH = "shape_mismatch"  # shapes differ; values compared flat only when sizes agree
-    MISSING = "missing"  # a file on one side has no partner, or a mapped file does not exist
-    UNREADABLE = "unreadable"  # corrupt, truncated, pickled or non-numeric file
-
-
-# What the "result of allclose" column shows for rows whose values were not judged.
-_STATUS_LABELS = {
-    PairStatus.SHAPE_MISMATCH: "Shape is inconsistent",
-    PairStatus.MISSING: "Missing",
-    PairStatus.UNREADABLE: "Unreadable",
-}
-
-
-class PairResult(BaseModel):
-    """The comparison of one orig file with one target file."""
-
-    model_config = ConfigDict(ser_json_inf_nan="strings")
-
-    orig_name: str | None
-    target_name: str | None
-    status: PairStatus
-    message: str = ""
-    orig_shape: tuple[int, ...] | None = None
-    target_shape: tuple[int, ...] | None = None
-    orig_dtype: str | None = Field(
-        default=None, description="source dtype (from tscore_meta.jsonl) or stored dtype"
-    )
-    target_dtype: str | None = None
-    elements: int | None = None
-    allclose: bool = False
-    ratio_close: float | None = Field(default=None, description="share of elements within tolerance, 0 to 1")
-    cosine: float | None = None
-    mean_abs_diff: float | None = None
-    max_abs_diff: float | None = None
-    max_rel_diff: float | None = None
-    orig_nan: int = 0
-    orig_inf: int = 0
-    target_nan: int = 0
-    target_inf: int = 0
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def passed(self) -> bool:
-        """True when both files were read, shapes agree and every element is within tolerance."""
-        return self.allclose and self.status in (PairStatus.OK, PairStatus.DTYPE_MISMATCH)
 
 
 def print_report(text: str) -> None:
@@ -89,35 +45,12 @@ def print_report(text: str) -> None:
     print(text, file=sys.stdout)
 
 
-def format_number(value: float | None, digits: int = 5) -> str:
-    """Round ``value`` for display: fixed point, or scientific when fixed point would hide it."""
-    if value is None:
-        return "-"
-    if math.isnan(value) or math.isinf(value):
-        return str(value)
-    if value == 0 or 10 ** (1 - digits) <= abs(value) < 1e6:
-        return f"{value:.{digits}f}"
-    return f"{value:.{digits - 2}e}"
-
-
-def format_ratio(value: float | None) -> str:
-    """Show a share in 0..1 as a percentage rounded to two decimals.
-
-    When rounding would show 100.00% although some element failed, more
-    decimals are shown (``99.9996%``), so the column never hides a failure.
-    """
-    if value is None:
-        return "-"
-    percent = value * 100
-    digits = 2
-    while value < 1 and round(percent, digits) >= 100 and digits < 12:
-        digits += 1
-    return f"{percent:.{digits}f}%"
-
-
-def format_shape(shape: tuple[int, ...] | None) -> str:
-    """Show a shape as Python writes a tuple, ``None`` when the file is absent."""
-    return str(shape) if shape is not None else "None"
+# What the "result of allclose" column shows for rows whose values were not judged.
+_STATUS_LABELS = {
+    PairStatus.SHAPE_MISMATCH: "Shape is inconsistent",
+    PairStatus.MISSING: "Missing",
+    PairStatus.UNREADABLE: "Unreadable",
+}
 
 
 def _allclose_cell(row: PairResult) -> str:
@@ -388,9 +321,15 @@ class CompareReport(BaseModel):
         :param metric: the error metric charted first (``max_rel``, ``cosine_distance``, ``max_abs``).
         :raises TargetPathError: naming the path, when its folder is missing or not writable.
         """
-        from tscore.html_report import write_html
+        from tscore.html_report.page import write_page
 
-        return write_html(self, path, metric)
+        return write_page(self.to_page(), path, metric)
+
+    def to_page(self) -> ReportPage:
+        """Return this report's page data, which :mod:`tscore.html_report` renders."""
+        from tscore.compare.pair_page import compare_page
+
+        return compare_page(self)
 
     def write(self, path: str | os.PathLike[str]) -> str:
         """Write the report to ``path``: JSON for ``.json``, CSV otherwise, replacing any old file.

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from tscore.dump.config import DumpConfigError, make_config
 from tscore.dump.debugger import Debugger
+from tscore.dump.modes import mode_filters
 from tscore.npy_files import writable_target
 
 if TYPE_CHECKING:
@@ -101,9 +102,7 @@ def api_dump_start(
         raise DumpConfigError(
             f"api_dump_start: dump_type {dump_type!r} is not one of {', '.join(DUMP_TYPES)}"
         )
-    from tscore.ptdbg import _mode_config  # ptdbg's modes, which TroubleShooter's are
-
-    values = _mode_config(mode, names, names)
+    values = mode_filters(mode, names, names)  # ptdbg's modes, which TroubleShooter's are
     values.update(
         task="overflow_check"
         if overflow_check

@@ -24,14 +24,16 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
+from tscore.contract.kernels import NativeDump
+from tscore.contract.layers import HookHandles
+from tscore.contract.recorders import ApiRecorder
 from tscore.dump.acl_config import check_acl_config
 from tscore.dump.config import DumpConfig, DumpConfigError, load_config, make_config
-from tscore.dump.native import NATIVE_FOLDER, NativeDump, record_kernels
+from tscore.dump.native import NATIVE_FOLDER, record_kernels
 from tscore.dump.overflow import OverflowRecorder, OverflowSummary
 from tscore.dump.recorder import DumpRecorder, finish_record, stage_statistics
 from tscore.dump.writer import DumpWriter, WriterThread
 from tscore.errors import TscoreError
-from tscore.module_hooks import HookHandles
 from tscore.plugins import get_plugin_manager, hook
 
 log = logging.getLogger(__name__)
@@ -148,7 +150,8 @@ class Debugger:
             if native is not None:
                 native.begin_step()  # steps run between two dumped ones are not this step's
             elif self.config.level in ("L1", "mix"):
-                handles += [h for h in _api_hooks()(recorder=recorder) if h is not None]
+                reported_to: ApiRecorder = recorder  # mypy checks the recorder keeps the contract
+                handles += [h for h in _api_hooks()(recorder=reported_to) if h is not None]
             if model is not None and native is None:
                 # a compiled network's kernels name their module by scope: no hooks in its graph
                 module_handles = hook().ts_install_module_hooks(model=model, recorder=recorder)

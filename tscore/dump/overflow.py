@@ -48,6 +48,7 @@ from pydantic import BaseModel, Field
 
 from tscore.dump.names import CallName, tensor_name
 from tscore.dump.recorder import INTEGER_DTYPES, CallToken, DumpRecorder
+from tscore.dump.stacks import where_in_user_code
 from tscore.errors import StepStopped, TscoreError
 from tscore.npy_files import write_atomic, write_npy
 from tscore.plugins import hook
@@ -546,8 +547,6 @@ class OverflowRecorder(DumpRecorder):
                 )
 
     def _where(self, stack: int | None) -> str | None:
-        from tscore.dump_compare.verdicts import where_in_user_code
-
         lines = self.stack_lines.get(stack) if stack is not None else None
         return where_in_user_code(lines) if lines else None
 

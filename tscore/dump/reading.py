@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from tscore import json_lines
 from tscore.dump.names import canonical
 from tscore.dump.writer import INFO_FILE, RECORDS_FILE, STACKS_FILE, TENSORS_FOLDER
 from tscore.json_files import parse_json, read_side_json
@@ -42,40 +43,20 @@ def dump_folders(path: str) -> list[str]:
 
 
 def read_lines(file: str) -> Iterator[Any]:
-    """Yield the values of a JSON-lines file (objects, or ptdbg's lists).
+    """Yield the records of a dump's JSON-lines file (objects, or ptdbg's lists), numbers as numbers.
 
-    A line cut short by a crash, or damaged in any way (not JSON, nested too
-    deep, a bare number), is skipped with a note: the rest is read.
+    A line cut short by a crash, or damaged in any way, is skipped with a note: the rest is read
+    (:func:`tscore.json_lines.read_lines`).
     """
-    for value, _ in read_lines_at(file):
-        yield value
+    return json_lines.read_lines(file, parse_line)
 
 
 def read_lines_at(file: str) -> Iterator[tuple[Any, tuple[int, int]]]:
-    """Yield each value of a JSON-lines file, as :func:`read_lines` does, with its line's (offset, length).
+    """Yield each record as :func:`read_lines` does, with its line's (offset, length).
 
     :func:`parse_line` reads such a line again.
     """
-    if not os.path.exists(file):
-        return
-    offset = 0
-    with open(file, "rb") as stream:
-        for number, line in enumerate(stream, 1):
-            at = offset
-            offset += len(line)
-            if not line.strip():
-                continue
-            try:
-                found = parse_line(line)
-            except ValueError:  # JSONDecodeError, UnicodeDecodeError
-                log.warning(
-                    "%s: line %d is incomplete (the run stopped while writing it); skipped", file, number
-                )
-                continue
-            if not isinstance(found, (dict, list)):
-                log.warning("%s: line %d is not a record; skipped", file, number)
-                continue
-            yield found, (at, len(line))
+    return json_lines.read_lines_at(file, parse_line)
 
 
 def parse_line(line: bytes) -> Any:

@@ -13,7 +13,7 @@ top level (a call made inside a captured call is not reported, ptdbg's rule):
   gradients that flowed into its outputs and those it passed to its inputs.
 
 Module calls arrive through the recorder's ``enter``/``leave`` (it is a
-:class:`tscore.module_hooks.ModuleRecorder`): they give every record its
+:class:`tscore.contract.layers.ModuleRecorder`): they give every record its
 provenance key (the enclosing module's path and call, and the call's index
 within it, which an unrelated call elsewhere does not shift) and, at level
 ``L0``/``mix``, records of their own.
@@ -37,19 +37,18 @@ from typing import Any
 import numpy as np
 
 from tscore.array_stats import compiled_kernel
-from tscore.device_transfers import PendingArray, StagedEntry, StagedStats
+from tscore.contract.transfers import StagedEntry, StagedStats
+from tscore.dump.call_filter import CallFilter, inside
 from tscore.dump.config import DumpConfig
-from tscore.dump.names import MODULE_PREFIX, CallName, canonical, parse_name, tensor_name
+from tscore.dump.names import MODULE_PREFIX, CallName, tensor_name
+from tscore.dump.tensor_ops import TensorDispatch, TensorOps
 from tscore.dump.writer import CONSTRUCT_FILE, STACKS_FILE, TENSORS_FOLDER, DumpWriter
-from tscore.plugins import get_plugin_manager, hook
-from tscore.run_settings import RunSetting
+from tscore.plugins import hook, plugin_packages
 from tscore.tensors import to_numpy
 
 log = logging.getLogger(__name__)
 
 _PLAIN = (bool, int, float, str, type(None))
-# frames of these packages are left out of the stacks users read
-_INTERNAL_PACKAGES = ("tscore", "ts_torch", "ts_mindspore", "ts_paddle", "ts_npu", "ts_msadapter")
 
 
 # how many recent tensors the recorder remembers, to reuse their statistics and files
@@ -79,175 +78,6 @@ class _Seen:
         self.file: str | None = None
 
 
-class TensorOps:
-    """What the recorder asks of a tensor's backend: its dtype, device, statistics and identity key."""
-
-    def __init__(self, backend: Any) -> None:
-        """Bind the backend (a :class:`tscore.backend.Backend`), or None to go through the hooks.
-
-        A Backend's methods are bound here, once: the recorder asks each of them of every tensor.
-        """
-        self._backend = backend
-        self._dtypes: dict[str, str] = {}
-        self._abs_max = backend is not None and backend.implements("ts_tensor_abs_max")
-        self._probe = backend is None or backend.implements("ts_tensor_finite_probe")
-        self._host_copy = backend is None or backend.implements("ts_copy_to_host")
-        self._key = backend is not None and backend.implements("ts_tensor_key")  # else: none, write each
-        self.framework = "" if backend is None else str(backend.framework)
-        self._grad = backend is not None and backend.implements("ts_tensor_requires_grad")
-        if backend is not None:
-            self._native_dtype = backend.tensor_dtype
-            self._device_of = backend.tensor_device
-            self.stats = backend.tensor_stats  # type: ignore[method-assign]
-            if self._key:
-                self.key = backend.tensor_key  # type: ignore[method-assign]
-            if self._grad:
-                self._grad_of = backend.tensor_requires_grad
-
-    def dtype(self, tensor: Any) -> str:
-        """Return the neutral dtype name."""
-        if self._backend is None:
-            return str(hook().ts_tensor_meta(obj=tensor).dtype)
-        native = self._native_dtype(tensor)
-        neutral = self._dtypes.get(native)
-        if neutral is None:
-            neutral = self._dtypes[native] = self._backend.neutral_dtype(native)
-        return neutral
-
-    def device(self, tensor: Any) -> str:
-        """Return where the tensor lives."""
-        if self._backend is None:
-            return str(hook().ts_tensor_meta(obj=tensor).device)
-        return str(self._device_of(tensor))
-
-    def stats(self, tensor: Any) -> Any:
-        """Return max, min, mean and L2 norm, computed by the backend on the tensor's device."""
-        return hook().ts_tensor_stats(tensor=tensor)
-
-    def to_numpy(self, tensor: Any, copy: bool) -> Any:
-        """Return the tensor's values as a host numpy array (the caller's own when ``copy``)."""
-        if self._backend is None:
-            return to_numpy(tensor, copy=copy)
-        return self._backend.to_numpy(tensor, copy)
-
-    def host_copy(self, tensor: Any) -> np.ndarray | PendingArray:
-        """Return a copy of the tensor for its file: started on the device's side, or made here.
-
-        A backend with ``ts_copy_to_host`` copies a device tensor asynchronously (the writer's
-        thread waits for it); a tensor in host memory, or any other backend's, is copied now.
-        """
-        if self._host_copy:
-            pending = (
-                self._backend.copy_to_host(tensor)
-                if self._backend is not None
-                else hook().ts_copy_to_host(tensor=tensor)
-            )
-            if pending is not None:
-                return pending  # type: ignore[no-any-return]
-        return self.to_numpy(tensor, True)  # type: ignore[no-any-return]
-
-    def settings(self, device: str) -> list[dict[str, Any]]:
-        """Return the settings that change numbers on ``device``, as JSON (none when the backend has none)."""
-        found = hook().ts_run_settings(framework=self.framework, device=device)
-        return [RunSetting.model_validate(s).model_dump() for s in found or ()]
-
-    def abs_max(self, tensor: Any, *, wait: bool = True) -> Any:
-        """Return the largest |x| (NaN, inf when present; None: not floating), computed on the device.
-
-        A backend without ``ts_tensor_abs_max`` is asked for its statistics instead.
-
-        :param wait: False: a value the backend left on its device (unread) comes back as it is,
-            to be read with others (:meth:`read_scalars`); a number comes back as a float.
-        """
-        if not self._abs_max:
-            found = hook().ts_tensor_abs_max(tensor=tensor)
-            if found is None:
-                stats = self.stats(tensor)
-                if stats is None or not self.dtype(tensor).startswith(("float", "bfloat")):
-                    return None
-                high, low = float(stats[0]), float(stats[1])
-                return max(high, -low) if high == high and low == low else math.nan
-        else:
-            found = self._backend.tensor_abs_max(tensor)
-        return _number(found, wait)
-
-    def finite_probe(self, tensor: Any, *, wait: bool = True) -> Any:
-        """Return a number that is finite when every element is (a sum on the device); None: not answered.
-
-        The overflow check's cheap first look; it asks :meth:`abs_max` when this is None or not
-        finite (a sum of finite values may overflow). ``wait`` as for :meth:`abs_max`.
-        """
-        if not self._probe:
-            return None
-        if self._backend is None:
-            found = hook().ts_tensor_finite_probe(tensor=tensor)
-        else:
-            found = self._backend.tensor_finite_probe(tensor)
-        return _number(found, wait)
-
-    def read_scalars(self, values: Sequence[Any]) -> list[float]:
-        """Read many values this backend left on its device (``ts_read_scalars``: one copy), as floats.
-
-        A backend without that hook has each one read with ``float()``.
-        """
-        if self._backend is None:
-            found = hook().ts_read_scalars(values=list(values))
-        elif self._backend.implements("ts_read_scalars"):
-            found = self._backend.read_scalars(values)
-        else:
-            found = None
-        if found is None:
-            return [float(value) for value in values]
-        return [float(value) for value in found]
-
-    def requires_grad(self, tensor: Any) -> bool | None:
-        """Return whether the tensor takes part in autograd; None when its backend does not say."""
-        if self._grad:
-            found = self._grad_of(tensor)
-        else:
-            found = hook().ts_tensor_requires_grad(tensor=tensor)
-        return found if isinstance(found, bool) else None
-
-    def key(self, tensor: Any) -> Any:
-        """Return an identity of the tensor's current contents, or None when the backend gives none."""
-        return hook().ts_tensor_key(tensor=tensor)
-
-
-def _number(found: Any, wait: bool) -> Any:
-    """Return a backend's answer as a float; with ``wait=False`` one left on its device stays as it is."""
-    if found is None or type(found) is float:  # the common case, read on the host: as it is
-        return found
-    if wait or isinstance(found, (int, float, np.generic)):
-        return float(found)
-    return found
-
-
-class _Dispatch:
-    """The :class:`TensorOps` for a value's type, found once per type: a Backend's methods, else the hooks."""
-
-    def __init__(self) -> None:
-        self._by_type: dict[type, TensorOps | None] = {}
-        self.frameworks: set[str] = set()  # of the tensors met: which framework the dump recorded
-
-    def of(self, value: Any) -> TensorOps | None:
-        """Return the ops for ``value``, or None when it is no tensor of any loaded plugin."""
-        cls = type(value)
-        if cls in self._by_type:
-            return self._by_type[cls]
-        ops: TensorOps | None = None
-        for plugin in get_plugin_manager().backends():  # one that builds on another framework first
-            if plugin.implements("ts_tensor_stats") and plugin.owns_tensor(value):
-                ops = TensorOps(plugin)
-                self.frameworks.add(plugin.framework)
-                break
-        if ops is None and hook().ts_is_tensor(obj=value):
-            ops = TensorOps(None)
-            ops.framework = str(hook().ts_tensor_meta(obj=value).framework)
-            self.frameworks.add(ops.framework)
-        self._by_type[cls] = ops
-        return ops
-
-
 @dataclass
 class CallToken:
     """A call being dumped: its name, where it ran, and what is kept for its record."""
@@ -269,55 +99,6 @@ class _ModuleFrame:
     call: int
     counts: dict[str, int] = field(default_factory=dict)
     token: CallToken | None = None  # set when the module call itself is dumped (L0, mix)
-
-
-def _inside(path: str, outer: str) -> bool:
-    """Say whether the module at ``path`` lies inside the one at ``outer`` (the root holds every module)."""
-    return outer == "" or path.startswith(outer + ".")
-
-
-class _Filter:
-    """Which calls a config dumps: everything, a list of names or APIs, or a range of calls."""
-
-    def __init__(self, config: DumpConfig) -> None:
-        self.names: set[str] = set()
-        self.fragments: list[str] = []
-        self.apis = {api.strip().lower() for api in config.apis}
-        for entry in config.api_list:
-            parsed = parse_name(entry)
-            if parsed is not None:
-                self.names.add(parsed.ptdbg)
-            else:
-                self.fragments.append(entry.strip())
-        self.scope = [canonical(name) for name in config.scope]
-        self.in_range = not self.scope
-        self.range_done = False
-        self.seen: set[str] = set()
-        # no list, API or range given: every call is wanted, and no name needs spelling out to say so
-        self.everything = not (self.names or self.fragments or self.apis or self.scope)
-
-    def wants(self, name: CallName) -> bool:
-        if self.everything:
-            return True
-        full = name.ptdbg
-        self.seen.add(full)
-        if self.scope:
-            if not self.in_range and not self.range_done and full == self.scope[0]:
-                self.in_range = True
-            if not self.in_range:
-                return False
-            if full == self.scope[1]:
-                self.in_range, self.range_done = False, True
-                return self._listed(name, full)
-        return self._listed(name, full)
-
-    def _listed(self, name: CallName, full: str) -> bool:
-        if not self.names and not self.fragments and not self.apis:
-            return True
-        if full in self.names or name.api.lower() in self.apis:
-            return True
-        spelled = name.msprobe
-        return any(fragment in full or fragment in spelled for fragment in self.fragments)
 
 
 class DumpRecorder:
@@ -346,7 +127,7 @@ class DumpRecorder:
         self.calls = 0
         self.dumped = 0
         self._counts: dict[str, int] = {}
-        self._filter = _Filter(config)
+        self._filter = CallFilter(config)
         # data_mode, looked up per call: which sides of each direction are kept, and whether anything is
         self._keeps = {
             (d, r): config.wants(d, r) for d in ("forward", "backward") for r in ("input", "output")
@@ -373,7 +154,7 @@ class DumpRecorder:
         # more for Python's full garbage collections, which then come sooner)
         self._by_memory: dict[Any, Any] = {}
         self._prune_at = _PRUNE_AT
-        self._ops = _Dispatch()
+        self._ops = TensorDispatch()
         self._devices: set[str] = set()  # every device a recorded tensor lived on
         self._noted: set[str] = set()  # the devices whose settings were read since the model's call began
         # the settings that change numbers, by framework and device ("torch cuda:0"), as backends report them
@@ -385,6 +166,8 @@ class DumpRecorder:
         # stacks worked out (frames shown, their lines), by frame codes and lines: a debugger hands
         # the same dict to every step's recorder, so a step does not work out its stacks again
         self.stack_cache: dict[tuple[tuple[int, int], ...], Any] = {}
+        # frames of tscore and of its loaded plugins are left out of the stacks users read
+        self._internal = plugin_packages() | {__name__.partition(".")[0]}
         compiled_kernel()  # the statistics' kernel loaded now, not inside the step's first statistics
 
     # ------------------------------------------------------------ switches
@@ -504,7 +287,7 @@ class DumpRecorder:
         """Whether a call's backward is listed (a list or API filter names it), without moving a range."""
         if self._filter.scope:  # a range may begin or end at a backward call: let backward() decide
             return self._filter.in_range or not self._filter.range_done
-        return self._filter._listed(name, name.ptdbg)
+        return self._filter.listed(name, name.ptdbg)
 
     def end(self, token: CallToken, output: Any) -> None:
         """Record a call that returned ``output``."""
@@ -548,7 +331,7 @@ class DumpRecorder:
         call = self._module_calls.get(path, 0)
         self._module_calls[path] = call + 1
         # a module that raised never left: drop its frame once a module outside it starts
-        while self._modules and not _inside(path, self._modules[-1].path):
+        while self._modules and not inside(path, self._modules[-1].path):
             self._modules.pop()
         self._modules.append(_ModuleFrame(path, call))
         if path not in self._module_tree and self.active:
@@ -629,7 +412,7 @@ class DumpRecorder:
             return key, None
         worked_out = self.stack_cache.get(key)  # the same stack in an earlier step of this debugger
         if worked_out is None:
-            worked_out = self._work_out_stack(depth + 1)
+            worked_out = self._work_out_stack(depth + 1, self._internal)
             if len(self.stack_cache) >= _STACK_CACHE_LIMIT:
                 self.stack_cache.clear()
             self.stack_cache[key] = worked_out
@@ -652,15 +435,20 @@ class DumpRecorder:
         return found
 
     @staticmethod
-    def _work_out_stack(depth: int) -> tuple[tuple[Any, ...], list[str], tuple[Any, ...]]:
-        """Return the frames users read (without tscore's and the framework's), their lines, every code."""
+    def _work_out_stack(
+        depth: int, internal: frozenset[str]
+    ) -> tuple[tuple[Any, ...], list[str], tuple[Any, ...]]:
+        """Return the frames users read (without tscore's and the framework's), their lines, every code.
+
+        :param internal: the top-level packages whose frames are left out (tscore and its plugins).
+        """
         frames = []
         codes = []
         frame: Any = sys._getframe(depth)
         while frame is not None:
             codes.append(frame.f_code)
             module = str(frame.f_globals.get("__name__", ""))
-            if module.partition(".")[0] not in _INTERNAL_PACKAGES and not module.startswith("torch"):
+            if module.partition(".")[0] not in internal and not module.startswith("torch"):
                 frames.append((frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
             frame = frame.f_back
         lines = [  # a frame a JIT runs (MindSpore's bytecode capture) may have no line: None

@@ -31,8 +31,9 @@ from typing import Any
 import numpy as np
 import orjson
 
-from tscore.device_transfers import PendingArray
+from tscore.contract.transfers import PendingArray
 from tscore.errors import TargetPathError
+from tscore.json_lines import json_line
 from tscore.npy_files import ensure_folder, storable, write_atomic, write_npy_fast
 
 log = logging.getLogger(__name__)
@@ -255,7 +256,7 @@ class DumpWriter:
         return stream
 
     def _write_line(self, file: str, record: Mapping[str, Any]) -> None:
-        line = orjson.dumps(self._finish(record), default=str) + b"\n"
+        line = json_line(self._finish(record))
         self._stream(file).write(line)
         self.bytes_written += len(line)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
 
@@ -23,6 +24,9 @@ from tscore.dump_compare.rows import Row
 from tscore.dump_compare.verdicts import CallVerdict
 from tscore.npy_files import atomic_stream, write_atomic
 from tscore.run_settings import SettingDifference
+
+if TYPE_CHECKING:
+    from tscore.html_report.page import ReportPage
 
 
 class DumpCompareReport(BaseModel):
@@ -166,9 +170,15 @@ class DumpCompareReport(BaseModel):
         :param metric: the error metric charted first (``max_rel``, ``cosine_distance``, ``max_abs``).
         :raises TargetPathError: naming the path, when its folder is missing or not writable.
         """
-        from tscore.html_report import write_html
+        from tscore.html_report.page import write_page
 
-        return write_html(self, path, metric)
+        return write_page(self.to_page(), path, metric)
+
+    def to_page(self) -> ReportPage:
+        """Return this report's page data, which :mod:`tscore.html_report` renders."""
+        from tscore.dump_compare.report_page import dump_page
+
+        return dump_page(self)
 
     def write_csv(self, path: str, stack_mode: bool = False) -> None:
         """Write the CSV atomically, block by block."""

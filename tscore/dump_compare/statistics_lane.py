@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from tscore.dump.names import CallName
+from tscore.dump.stacks import where_in_user_code
 from tscore.dump_compare.pairing import CallPair, pair_items
 from tscore.dump_compare.row_stream import csv_block, percent_cell, requires_grad_cells, shape_cell
 from tscore.dump_compare.rows import Row, compare_items, same_value, statistics_differences, statistics_errors
@@ -44,7 +45,6 @@ from tscore.dump_compare.verdicts import (
     ForwardErrors,
     judge_in_order,
     largest,
-    where_in_user_code,
 )
 
 Record = tuple[str, CallName, Any, Any]  # a call's record name, its name taken apart, both runs' bodies

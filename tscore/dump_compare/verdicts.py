@@ -18,13 +18,13 @@ A call is judged by comparing its inputs' error with its outputs' error
 from __future__ import annotations
 
 import operator
-import re
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tscore.dump.names import CallName
+from tscore.dump.stacks import where_in_user_code
 from tscore.dump_compare.pairing import CallPair
 from tscore.dump_compare.rows import Row
 
@@ -52,8 +52,6 @@ _PARAMETER_APIS = frozenset(
     }
 )
 _PARAMETER_KEYWORDS = frozenset({"weight", "bias", "running_mean", "running_var"})
-_LIBRARY_PARTS = ("site-packages", "dist-packages")
-_USER_FRAME = re.compile(r"^File (?P<file>.+?), line (?P<line>\d+), in (?P<func>.+)$", re.MULTILINE)
 
 
 @dataclass(slots=True)
@@ -103,18 +101,6 @@ def largest(errors: Sequence[float | None]) -> float | None:
     """Return the largest error known (None entries are unknown); None when none is known."""
     known = [e for e in errors if e is not None]
     return max(known) if known else None
-
-
-def where_in_user_code(stack: Sequence[str]) -> str | None:
-    """Return the innermost frame of the user's code in a stack (outermost first): ``file:line in func``.
-
-    Frames of installed packages (``site-packages``: the framework, the dump tool) are passed over.
-    """
-    for line in reversed(stack):
-        found = _USER_FRAME.search(line)
-        if found and not any(part in found["file"] for part in _LIBRARY_PARTS):
-            return f"{found['file']}:{found['line']} in {found['func'].strip().rstrip(',')}"
-    return None
 
 
 def judge_call(

@@ -8,6 +8,10 @@ on each ``tscore`` command, write the page: the verdict, a chart of an error
 metric along the execution order with the tolerance and the first divergence,
 and every row in a table that sorts, filters to failing rows and shows a
 row's details. Nothing is fetched when it opens.
+
+Each report builds its own page data (its ``to_page()`` returns a
+:class:`ReportPage`, in a module beside the report); this package only renders
+it, and imports no feature.
 """
 
 from __future__ import annotations
@@ -21,28 +25,22 @@ __all__ = ["Column", "Histogram", "Metric", "ReportPage", "page_of", "render", "
 
 
 def page_of(report: Any) -> ReportPage:
-    """Return the page of any of tscore's comparison reports.
+    """Return the page of any report that builds one (its ``to_page()``): all of tscore's comparison reports.
 
-    :raises TypeError: naming the type, for an object that is not one of them.
+    :raises TypeError: naming the type, for an object that has no page.
     """
-    from tscore.checkpoint.ckpt_diff import CheckpointDiff
-    from tscore.compare.report import CompareReport
-    from tscore.dump_compare.report import DumpCompareReport
-    from tscore.html_report import kinds
-    from tscore.netdiff.report import NetDiffReport
-
-    if isinstance(report, CompareReport):
-        return kinds.compare_page(report)
-    if isinstance(report, CheckpointDiff):
-        return kinds.checkpoint_page(report)
-    if isinstance(report, NetDiffReport):
-        return kinds.netdiff_page(report)
-    if isinstance(report, DumpCompareReport):
-        return kinds.dump_page(report)
-    raise TypeError(
-        f"cannot draw a {type(report).__name__} as an HTML report: pass the report a compare function "
-        "returned (CompareReport, CheckpointDiff, NetDiffReport, DumpCompareReport)"
-    )
+    to_page = getattr(report, "to_page", None)
+    if to_page is None:
+        raise TypeError(
+            f"cannot draw a {type(report).__name__} as an HTML report: pass the report a compare function "
+            "returned (CompareReport, CheckpointDiff, NetDiffReport, DumpCompareReport), or an object whose "
+            "to_page() returns a ReportPage"
+        )
+    page = to_page()
+    if not isinstance(page, ReportPage):
+        made = type(page).__name__
+        raise TypeError(f"{type(report).__name__}.to_page() returned a {made}, not a ReportPage")
+    return page
 
 
 def write_html(report: Any, path: str | os.PathLike[str], metric: str | None = None) -> str:

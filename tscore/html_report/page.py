@@ -1,7 +1,8 @@
 """One comparison as a page: what every kind of report gives the HTML renderer, and the renderer.
 
-Each report kind (:mod:`tscore.html_report.kinds`) turns its model into a
-:class:`ReportPage`: a summary line, the settings, the rows as columns in
+Each report turns its model into a :class:`ReportPage` (its ``to_page()``, in
+a module beside it: :mod:`tscore.compare.pair_page`,
+:mod:`tscore.dump_compare.report_page` ...): a summary line, the settings, the rows as columns in
 execution order, which rows fail, each row's details (stack, settings,
 message), the error metrics a person can chart, the first divergence and,
 where the tensors were kept, histograms of the differences. :func:`render`
@@ -23,6 +24,7 @@ from typing import Any
 
 from tscore.html_report.chart import metric_chart
 from tscore.npy_files import write_atomic
+from tscore.version import __version__
 
 PAGE_ROWS = 100  # rows in one page of the table
 
@@ -160,8 +162,6 @@ def render(page: ReportPage, metric: str | None = None) -> str:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    from tscore import __version__
-
     return environment.get_template("report.html.j2").render(
         page=page,
         charts=charts,

@@ -20,7 +20,9 @@ from typing import Any
 
 from tscore.checkpoint.weight_map import WeightMap, build_weight_map, load_weight_map
 from tscore.compare.engine import compare_arrays
-from tscore.compare.report import PairResult, PairStatus, print_report
+from tscore.compare.pairs import PairResult, PairStatus
+from tscore.compare.report import print_report
+from tscore.contract.settings import RunSetting
 from tscore.models import model_info
 from tscore.netdiff.inputs import Case, describe, input_cases
 from tscore.netdiff.locate import locate, setting_diffs
@@ -30,7 +32,7 @@ from tscore.netdiff.recording import NetRunError, record_run, run_network
 from tscore.netdiff.report import CaseRun, Labels, LayerRow, LayerStatus, NetDiffReport
 from tscore.netdiff.weights import AUTO_CONV_MODES, identity_map, model_state, set_weights
 from tscore.plugins import hook
-from tscore.run_settings import RunSetting, explanation, settings_differences
+from tscore.run_settings import explanation, settings_differences
 from tscore.seeding import seed_all
 from tscore.structures import pair_leaves
 

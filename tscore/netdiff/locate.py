@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from tscore.compare.engine import compare_arrays
-from tscore.compare.report import PairResult
-from tscore.module_hooks import LayerInfo
+from tscore.compare.pairs import PairResult
+from tscore.contract.layers import LayerInfo
 from tscore.netdiff.pairing import LayerPair
 from tscore.netdiff.recording import CallRecorder, LayerCall, exception_line
 from tscore.netdiff.report import Divergence, Labels, LayerRow, LayerStatus, SettingDiff

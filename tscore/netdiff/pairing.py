@@ -27,7 +27,7 @@ from itertools import pairwise
 
 from tscore.checkpoint.layer_alignment import AMBIGUOUS, STRUCTURE, longest_increasing
 from tscore.checkpoint.weight_map import WeightMap
-from tscore.module_hooks import LayerInfo
+from tscore.contract.layers import LayerInfo
 
 
 @dataclass(frozen=True)

@@ -37,9 +37,9 @@ from typing import Any
 
 import numpy as np
 
+from tscore.contract.layers import LayerInfo, ModuleRecorder
 from tscore.errors import TscoreError
 from tscore.models import model_info
-from tscore.module_hooks import LayerInfo, ModuleRecorder
 from tscore.netdiff.inputs import input_cases
 from tscore.netdiff.recording import LayerCall, record_run
 from tscore.npy_files import write_atomic

@@ -1,6 +1,7 @@
 """The built-in plugin that lets a recorded network (:mod:`tscore.netdiff.recorded`) stand in for it.
 
-Always registered; it answers only for a :class:`~tscore.netdiff.recorded.RecordedNetwork`:
+Registered when :mod:`tscore.netdiff` is imported; it answers only for a
+:class:`~tscore.netdiff.recorded.RecordedNetwork`:
 its framework and device as recorded, its layers, weights and state, module
 hooks that replay the recorded calls, and a forward that returns the
 recorded output for the recorded inputs.
@@ -13,14 +14,13 @@ from typing import Any
 
 import numpy as np
 
+from tscore.contract.layers import HookHandles, LayerInfo, ModuleRecorder
+from tscore.contract.tensors import ModelInfo
 from tscore.hookspecs import hookimpl
-from tscore.module_hooks import HookHandles, LayerInfo, ModuleRecorder
-from tscore.tensor_meta import ModelInfo
+from tscore.netdiff.recorded import RecordedNetwork, RecordingError
 
 
 def _recorded(model: object) -> Any:
-    from tscore.netdiff.recorded import RecordedNetwork
-
     return model if isinstance(model, RecordedNetwork) else None
 
 
@@ -58,8 +58,6 @@ def ts_load_model_state(model: object, params: Mapping[str, np.ndarray]) -> bool
     net = _recorded(model)
     if net is None:
         return None
-    from tscore.netdiff.recorded import RecordingError
-
     raise RecordingError(
         f"{net.source or 'a recorded network'} keeps the weights it was recorded with: load a checkpoint "
         "into the network before recording it (record_network, tscore diff --record), not into the recording"

@@ -4,7 +4,7 @@
 names the framework and the innermost layer that was running (found by
 running again with module hooks that only track which layer is running).
 
-:class:`CallRecorder` is the :class:`tscore.module_hooks.ModuleRecorder` of
+:class:`CallRecorder` is the :class:`tscore.contract.layers.ModuleRecorder` of
 the layer localisation: it keeps every call's inputs and output as numpy
 copies (a later in-place operation cannot change them).
 """

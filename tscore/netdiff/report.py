@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import enum
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 from tabulate import tabulate
 
 from tscore.checkpoint.layer_alignment import AMBIGUOUS, NAMES, STRUCTURE, alignment_table
-from tscore.compare.report import PairResult, boxed, format_number, pair_table
+from tscore.compare.pairs import PairResult, format_number
+from tscore.compare.report import boxed, pair_table
+from tscore.contract.settings import RunSetting
 from tscore.netdiff.recording import RunFailure
 from tscore.netdiff.weights import WeightStage
-from tscore.run_settings import RunSetting, SettingDifference
+from tscore.run_settings import SettingDifference
+
+if TYPE_CHECKING:
+    from tscore.html_report.page import ReportPage
 
 OUTPUT_TITLE = "The comparison results of Net"
 LAYER_TITLE = "The comparison results of layers"
@@ -95,6 +100,11 @@ class LayerRow(BaseModel):
     inherited_error: float | None = Field(default=None, description="largest |difference| of the inputs")
     settings: list[SettingDiff] = Field(default_factory=list)
     note: str = ""
+
+    @property
+    def differs(self) -> bool:
+        """Whether this call's outputs differ where the layer itself may be the cause."""
+        return self.status not in (LayerStatus.OK, LayerStatus.CONTAINS)
 
     def label(self) -> str:
         """``features.3 (MaxPool2d / MaxPool2d)``, both paths when they differ."""
@@ -326,9 +336,15 @@ class NetDiffReport(BaseModel):
         :param metric: the error metric charted first (``max_rel``, ``cosine_distance``, ``max_abs``).
         :raises TargetPathError: naming the path, when its folder is missing or not writable.
         """
-        from tscore.html_report import write_html
+        from tscore.html_report.page import write_page
 
-        return write_html(self, path, metric)
+        return write_page(self.to_page(), path, metric)
+
+    def to_page(self) -> ReportPage:
+        """Return this report's page data, which :mod:`tscore.html_report` renders."""
+        from tscore.netdiff.report_page import netdiff_page
+
+        return netdiff_page(self)
 
     def to_json(self, indent: int | None = 2) -> str:
         """Render the whole report as JSON."""

@@ -26,10 +26,10 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from tscore.checkpoint.ckpt_diff import CheckpointDiff, diff_through_map
-from tscore.checkpoint.contents import CheckpointContents
 from tscore.checkpoint.convert import ConversionReport, convert_params
 from tscore.checkpoint.files import load_checkpoint
 from tscore.checkpoint.weight_map import WeightMap
+from tscore.contract.checkpoints import CheckpointContents
 from tscore.errors import TscoreError, UnsupportedObjectError
 from tscore.plugins import hook
 

@@ -38,7 +38,7 @@ import numpy as np
 import pytest
 
 import tscore as ts
-from tscore.checkpoint import transforms
+from tscore import value_transforms as transforms
 from tscore.checkpoint.files import load_checkpoint, save_checkpoint, suffix_kinds
 from tscore.checkpoint.weight_map import build_weight_map
 from tscore.dtypes import NEUTRAL_DTYPES

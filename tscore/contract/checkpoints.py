@@ -46,11 +46,3 @@ class CheckpointContents:
     def nbytes(self) -> int:
         """Bytes of tensor data held."""
         return sum(a.nbytes for a in self.params.values())
-
-
-def byte_view(array: np.ndarray) -> memoryview:
-    """Return the bytes of ``array`` in C order without copying when it is already contiguous.
-
-    Works for every dtype, ``ml_dtypes`` ones included, and for 0-d arrays.
-    """
-    return np.ascontiguousarray(array).reshape(-1).view(np.uint8).data

@@ -8,7 +8,9 @@ to ask its compiler for that, so the core hands it a :class:`Runtime` through
 the historic hook ``ts_prepare_runtime``: every plugin gets it when it is
 registered, whether before or after the first call.
 
-The plugins are loaded, and so prepared, before user code can reach
+:mod:`tscore.saving` makes it, when ``import tscore`` imports that module
+(:func:`tscore.plugins.provide_runtime`). The plugins are loaded, and so
+prepared, before user code can reach
 ``ts.save`` or ``ts.save_grad`` (``tscore`` resolves those two names on first
 access), so a compiler that meets them in a network already knows.
 """
@@ -31,10 +33,3 @@ class Runtime:
 
     package: str
     traced: tuple[Callable[..., object], ...]
-
-
-def current_runtime() -> Runtime:
-    """Describe this tscore: its package name and the functions to translate."""
-    from tscore.saving import save_grad
-
-    return Runtime(package=__name__.partition(".")[0], traced=(save_grad,))

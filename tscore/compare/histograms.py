@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from tscore.compare.npy_layout import NpyReadError, map_flat, map_logical, read_npy_layout
-from tscore.compare.report import PairResult
+from tscore.compare.pairs import PairResult
 from tscore.html_report.page import Histogram
 
 log = logging.getLogger(__name__)
