@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -298,3 +299,29 @@ def test_a_debugger_never_closed_ends_its_thread_even_when_collected_on_that_thr
         gc.enable()
     assert not thread.alive and errors == []
 
+
+def test_a_start_that_fails_before_the_hooks_closes_its_writer_so_the_process_can_exit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recorder that cannot be made left its writer open, and the exit waited for that writer forever."""
+    import tscore as ts
+    from tscore.dump import debugger as debugger_module
+
+    writers: list[Any] = []
+    real = debugger_module.DumpWriter
+
+    def recording_writer(*args: Any, **kwargs: Any) -> Any:
+        writers.append(real(*args, **kwargs))
+        return writers[-1]
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("planted: the recorder cannot be made")
+
+    monkeypatch.setattr(debugger_module, "DumpWriter", recording_writer)
+    monkeypatch.setattr(debugger_module, "DumpRecorder", broken)
+    debugger = ts.dump.Debugger(dump_path=str(tmp_path))
+    with pytest.raises(RuntimeError, match="planted"):
+        debugger.start()
+    assert not debugger.running
+    assert len(writers) == 1 and writers[0]._done.wait(10), "the writer of the failed start still waits"
+    debugger.close()

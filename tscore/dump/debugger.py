@@ -141,12 +141,12 @@ class Debugger:
             log.warning("dump off, the training goes on: %s", exc)
             return
         kind = OverflowRecorder if self.config.task == "overflow_check" else DumpRecorder
-        recorder = kind(self.config, writer, step=self.current_step, rank=rank)
-        recorder.stack_cache = self._stack_cache
-        info = self._info(rank, model)
-        writer.write_info(info)
         handles: list[HookHandles] = []
-        try:
+        try:  # whatever fails from here closes the writer: its thread would wait for it at exit
+            recorder = kind(self.config, writer, step=self.current_step, rank=rank)
+            recorder.stack_cache = self._stack_cache
+            info = self._info(rank, model)
+            writer.write_info(info)
             if native is not None:
                 native.begin_step()  # steps run between two dumped ones are not this step's
             elif self.config.level in ("L1", "mix"):
