@@ -180,8 +180,8 @@ def test_backward_calls_keep_their_positions(tmp_path, two_frameworks):
 
 
 def test_runs_that_change_while_compared_in_step_are_an_error(tmp_path):
+    from tscore.dump_compare.calls import DumpReadError
     from tscore.dump_compare.compare import compare_streams
-    from tscore.dump_compare.sources import DumpReadError
     from tscore.dump_compare.streams import stream_dump
 
     _, fused = _runs(tmp_path)

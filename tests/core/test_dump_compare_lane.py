@@ -227,7 +227,7 @@ def test_the_helper_imports_what_this_process_imports_not_the_working_folder(dum
 
 
 def test_a_shape_is_whole_numbers_whatever_was_read_before():
-    from tscore.dump_compare.sources import shape_of
+    from tscore.dump_compare.calls import shape_of
 
     assert shape_of([1, 2]) == (1, 2)
     assert shape_of([1.0, 2.0]) is None and shape_of((1, 2)) is None and shape_of([1, -2]) is None

@@ -191,7 +191,7 @@ def test_a_big_report_copied_pickled_or_rebuilt_says_where_its_rows_are(dumps, t
 
 
 def test_a_damaged_dump_json_is_a_clear_error_not_a_silent_misreading(tmp_path):
-    from tscore.dump_compare.sources import DumpReadError
+    from tscore.dump_compare.calls import DumpReadError
 
     folder = write_statistics_dump(tmp_path / "rank0", broken=False)
     text = (folder / "dump.json").read_text()

@@ -28,8 +28,9 @@ from tscore.dump.config import make_config
 from tscore.dump.reading import find_records, summarise
 from tscore.dump.recorder import DumpRecorder, finish_record
 from tscore.dump.writer import DumpWriter
+from tscore.dump_compare.calls import DumpReadError
 from tscore.dump_compare.compare import compare_dumps
-from tscore.dump_compare.sources import DumpReadError, read_dump
+from tscore.dump_compare.sources import read_dump
 from tscore.safe_pickle import restricted_unpickle
 from tscore.testing.fuzzing import fuzz_file, fuzz_settings, run_isolated
 

@@ -12,9 +12,11 @@ and advisor a block of calls at a time (:mod:`.row_stream`, :mod:`.report`).
 
 from __future__ import annotations
 
-from tscore.dump_compare.compare import compare, compare_distributed, compare_dumps, compare_sources
+from tscore.dump_compare.calls import DumpReadError, DumpSource
+from tscore.dump_compare.compare import compare, compare_dumps, compare_sources
+from tscore.dump_compare.distributed import compare_distributed
 from tscore.dump_compare.report import DumpCompareReport
-from tscore.dump_compare.sources import DumpReadError, DumpSource, read_dump
+from tscore.dump_compare.sources import read_dump
 
 __all__ = [
     "DumpCompareReport",

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tscore.dump_compare.sources import Call, Item
+from tscore.dump_compare.calls import Call, Item
 from tscore.plugins import hook
 
 log = logging.getLogger(__name__)

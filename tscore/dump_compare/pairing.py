@@ -18,7 +18,7 @@ import difflib
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tscore.dump_compare.sources import Call, Item
+from tscore.dump_compare.calls import Call, Item
 
 _FORWARD = ("forward",)
 

@@ -24,7 +24,7 @@ import numpy as np
 from tscore.checkpoint.torch_zip import TorchZipError, read_torch_tensor
 from tscore.compare.kernels import logical_stats, resolve_kernel
 from tscore.compare.pair_stats import PairStats
-from tscore.dump_compare.sources import Item
+from tscore.dump_compare.calls import Item
 
 log = logging.getLogger(__name__)
 

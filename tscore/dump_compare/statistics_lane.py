@@ -1,7 +1,7 @@
 """The bulk of two big statistics dumps compared as columns: no Python object per value for calls that agree.
 
 Two msprobe statistics dumps of 100,000 calls hold 300,000 values a side. Read
-the usual way, each value becomes an :class:`~tscore.dump_compare.sources.Item`,
+the usual way, each value becomes an :class:`~tscore.dump_compare.calls.Item`,
 each pair a :class:`~tscore.dump_compare.rows.Row`, each call a
 :class:`~tscore.dump_compare.verdicts.CallVerdict`, and the CSV module formats
 every number: most of the time goes to objects. This lane reads the records
@@ -35,10 +35,10 @@ import numpy as np
 
 from tscore.dump.names import CallName
 from tscore.dump.stacks import where_in_user_code
+from tscore.dump_compare.calls import neutral_dtype_of, shape_of, split_entry_name
 from tscore.dump_compare.pairing import CallPair, pair_items
 from tscore.dump_compare.row_stream import csv_block, percent_cell, requires_grad_cells, shape_cell
 from tscore.dump_compare.rows import Row, compare_items, same_value, statistics_differences, statistics_errors
-from tscore.dump_compare.sources import neutral_dtype_of, shape_of, split_entry_name
 from tscore.dump_compare.streams import Records
 from tscore.dump_compare.verdicts import (
     CallVerdict,
@@ -163,7 +163,7 @@ class _Side:
     def tscore_record(self, label: str, direction: str, body: Any) -> int:
         """Append the values of one tscore record; return how many are inputs, -1 when it is not plain.
 
-        The rows are those the usual reading gives (``_fill_tscore_call``): each entry named as the
+        The rows are those the usual reading gives (``fill_tscore_call``): each entry named as the
         dump names it, its side and path taken from its name; a sole output's path is ``""``.
         """
         if body.__class__ is not dict:

@@ -22,22 +22,17 @@ from typing import Any
 
 from tscore.dump.names import MODULE_PREFIX, CallName, parse_name
 from tscore.dump.reading import read_lines_at, read_stacks, stack_of
-from tscore.dump_compare.sources import (
-    _READ_AT_ONCE,
-    Call,
-    DumpSource,
-    _fill_tscore_call,
-    _msprobe_document,
-    _msprobe_stacks,
-    detect,
+from tscore.dump_compare.calls import READ_AT_ONCE, Call, DumpSource
+from tscore.dump_compare.msprobe_format import (
     fill_msprobe_record,
     msprobe_call,
+    msprobe_document,
     msprobe_source,
+    msprobe_stacks,
     msprobe_tensors,
-    tscore_call,
-    tscore_name,
-    tscore_source,
 )
+from tscore.dump_compare.sources import detect
+from tscore.dump_compare.tscore_format import fill_tscore_call, tscore_call, tscore_name, tscore_source
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +121,7 @@ def _stream_tscore(records_file: str) -> DumpStream:
     def call(label: str, named: CallName, record: Any, order: int) -> Call:
         made = tscore_call(record, order, stacks)
         try:
-            _fill_tscore_call(made, str(record["name"]), record, folder)
+            fill_tscore_call(made, str(record["name"]), record, folder)
         except Exception as exc:
             log.warning("%s: the values of %s could not be read: %r", records_file, made.label, exc)
             made.inputs, made.outputs = [], []
@@ -163,12 +158,12 @@ _TSCORE_NAME = re.compile(rb'\s*\{"name":\s*"((?:[^"\\]|\\.)*)"')  # the writer 
 
 def _stream_msprobe(records_file: str) -> DumpStream | None:
     folder = os.path.dirname(records_file)
-    head, _, members = _msprobe_document(records_file)
+    head, _, members = msprobe_document(records_file)
     if members is None:  # not laid out as msprobe's (parsed whole): read_dump says what is wrong
         return None
     try:
         tensors = msprobe_tensors(folder, head)
-        stacks = _msprobe_stacks(folder)
+        stacks = msprobe_stacks(folder)
     except BaseException:
         members.close()
         raise
@@ -192,7 +187,7 @@ def _stream_msprobe(records_file: str) -> DumpStream | None:
         return itertools.starmap(call, ((*r, order) for order, r in enumerate(r for r in named if r[1])))
 
     try:
-        md5 = any(item.md5 for made in itertools.islice(calls(), _READ_AT_ONCE) for item in made.items)
+        md5 = any(item.md5 for made in itertools.islice(calls(), READ_AT_ONCE) for item in made.items)
     except BaseException:
         members.close()
         raise
