@@ -1,9 +1,11 @@
-"""One compared pair as data, and how its cells read: the row model every report shares.
+"""One compared pair as data, and how its cells read: the row model and cell spellings every report shares.
 
 A :class:`PairResult` is the comparison of one orig value with one target
 value (two files, two checkpoint parameters, two layer outputs);
 :func:`format_number`, :func:`format_ratio` and :func:`format_shape` are how
-every table and page shows its numbers: rounded, never cut.
+every table and page shows its numbers: rounded, never cut. A dump
+comparison's CSV keeps ptdbg's spellings (:func:`shape_cell`, :func:`percent_cell`),
+which its users' scripts read.
 """
 
 from __future__ import annotations
@@ -88,3 +90,27 @@ def format_ratio(value: float | None) -> str:
 def format_shape(shape: tuple[int, ...] | None) -> str:
     """Show a shape as Python writes a tuple, ``None`` when the file is absent."""
     return str(shape) if shape is not None else "None"
+
+
+_SHAPES: dict[tuple[int, ...], str] = {}
+
+
+def shape_cell(shape: tuple[int, ...]) -> str:
+    """Spell a shape as ptdbg does (``[8, 16]``); a dump repeats a few shapes many times."""
+    text = _SHAPES.get(shape)
+    if text is None:
+        text = str(list(shape))
+        if len(_SHAPES) < 4096:
+            _SHAPES[shape] = text
+    return text
+
+
+def percent_cell(value: float | None) -> str:
+    """Spell a relative difference as a percentage (``0%``, ``0.0015%``), ``inf``/``nan``, or ``N/A``."""
+    if value is None:
+        return "N/A"
+    if value == 0.0:  # most rows of two runs that agree
+        return "0%"
+    if not math.isfinite(value):
+        return "inf" if value > 0 else "nan"
+    return f"{value * 100:.6g}%"

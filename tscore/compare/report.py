@@ -13,7 +13,6 @@ import io
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -28,6 +27,7 @@ from tscore.compare.pairs import (
     format_ratio,
     format_shape,
 )
+from tscore.compare.spool import Spool
 from tscore.npy_files import atomic_stream, write_atomic
 
 if TYPE_CHECKING:
@@ -169,7 +169,7 @@ class RowStream:
         self.want_json = bool(out_path and out_path.lower().endswith(".json"))
         self.kept: list[PairResult] = []
         self.counts = _tally()
-        self.spool: Any = None if self.keep_all else tempfile.NamedTemporaryFile(prefix="tscore-rows-")
+        self.spool = None if self.keep_all else Spool("tscore-rows-")
         self._out = atomic_stream(out_path) if out_path else None
         self._stream = self._out.__enter__() if self._out else None
         if self._stream is not None:
@@ -194,7 +194,6 @@ class RowStream:
     def finish(self, report: CompareReport) -> None:
         """Complete the output file with the report's other fields and give it its name."""
         if self.spool is not None:
-            self.spool.flush()
             report._spool = self.spool
         if self._out is None or self._stream is None:
             return
@@ -239,7 +238,7 @@ class CompareReport(BaseModel):
         description="temporary files of saves that never finished (their process is gone), per side; "
         "never read, removed by the next save or `tscore clean`",
     )
-    _spool: Any = PrivateAttr(default=None)  # the named temporary file of every row, beyond KEEP_ALL_ROWS
+    _spool: Spool | None = PrivateAttr(default=None)  # every row as CSV, beyond KEEP_ALL_ROWS
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -262,7 +261,7 @@ class CompareReport(BaseModel):
                 f"{self.total:,} pairs and was made in another process or read from JSON: every pair is "
                 "in the CSV or JSON file it was written to; compare the folders again to have them all"
             )
-        with open(self._spool.name, encoding="utf-8", errors="surrogateescape", newline="") as text:
+        with open(self._spool.path(), encoding="utf-8", errors="surrogateescape", newline="") as text:
             for cells in csv.reader(text):  # each iteration reads with its own handle
                 yield row_from_csv(cells)
 

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
 
+from tscore.compare.spool import Spool
 from tscore.dump.recorder import OUTSIDE
-from tscore.dump_compare.row_stream import UNREAD, Block, Spool, columns, csv_block
+from tscore.dump_compare.row_stream import UNREAD, Block, columns, csv_block
 from tscore.dump_compare.rows import Row
 from tscore.dump_compare.verdicts import CallVerdict
 from tscore.npy_files import atomic_stream, write_atomic
@@ -100,7 +101,9 @@ class DumpCompareReport(BaseModel):
                 "another process or read from JSON: every row is in its CSV file "
                 f"({', '.join(self.files) or 'none written'})"
             )
-        yield from self._spool.blocks()
+        for block in self._spool.blocks():
+            materialize = getattr(block, "materialize", None)  # a statistics_lane.LaneBlock
+            yield materialize() if materialize is not None else block
 
     def iter_rows(self) -> Iterator[Row]:
         """Yield every row in call order, kept in the report or not."""

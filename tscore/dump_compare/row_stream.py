@@ -16,14 +16,14 @@ from __future__ import annotations
 import csv
 import io
 import logging
-import math
 import os
 import pickle
-import tempfile
-from collections.abc import Iterator, Sequence
-from typing import IO, Any
+from collections.abc import Sequence
+from typing import Any
 
+from tscore.compare.pairs import percent_cell, shape_cell
 from tscore.compare.report import KEEP_ALL_ROWS, MAX_FAILED_ROWS
+from tscore.compare.spool import Spool
 from tscore.dump_compare.csv_helper import CsvHelper
 from tscore.dump_compare.rows import Row
 from tscore.dump_compare.verdicts import CallVerdict
@@ -36,50 +36,6 @@ _OWN = ("own", "weights")  # a call whose error is its own: always kept (up to K
 UNREAD = "tensor not read"  # the start of a row's message when a tensor file could not be read
 
 Block = tuple[list[Row], list[CallVerdict]]  # rows, and verdicts whose ``rows`` index into them
-
-
-class Spool:
-    """A temporary file of pickled blocks, removed when closed or collected; local to this process.
-
-    A report that is copied keeps the same spool; one that is pickled (sent to another process)
-    arrives without it.
-    """
-
-    def __init__(self) -> None:
-        self.file: IO[bytes] = tempfile.NamedTemporaryFile(prefix="tscore-dump-rows-")
-
-    def add(self, block: Block | Any) -> None:
-        """Append one block (rows and verdicts, or a lane block read back as such; or either pickled)."""
-        if isinstance(block, bytes):
-            self.file.write(block)
-        else:
-            pickle.dump(block, self.file, protocol=pickle.HIGHEST_PROTOCOL)
-
-    def blocks(self) -> Iterator[Block]:
-        """Yield the blocks written, in order (each iteration reads with its own handle)."""
-        self.file.flush()
-        with open(self.file.name, "rb") as stream:
-            while True:
-                try:
-                    block = pickle.load(stream)  # our own temporary file
-                except EOFError:
-                    return
-                materialize = getattr(block, "materialize", None)  # a statistics_lane.LaneBlock
-                yield materialize() if materialize is not None else block
-
-    def close(self) -> None:
-        """Remove the file."""
-        self.file.close()
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> Spool:
-        return self
-
-    def __reduce__(self) -> tuple[Any, tuple[()]]:
-        return _no_spool, ()
-
-
-def _no_spool() -> None:
-    return None
 
 
 class DumpRowStream:
@@ -202,7 +158,7 @@ class DumpRowStream:
     def _stop_keeping_all(self) -> None:
         """Spool what is kept so far as one block; keep only the calls that differ from now on."""
         self.keep_all = False
-        self.spool = Spool()
+        self.spool = Spool("tscore-dump-rows-")
         self.spool.add((self.rows, self.calls))
         rows, calls = self.rows, self.calls
         self.rows, self.calls = [], []
@@ -352,7 +308,6 @@ def csv_block(
     return out.getvalue().encode("utf-8", "surrogateescape")
 
 
-_SHAPES: dict[tuple[int, ...], str] = {}
 _ZEROS = [0.0, 0.0, 0.0, 0.0]
 _NO_DIFFERENCE = ["0%"] * 4
 _NONE = ["N/A"] * 4
@@ -365,27 +320,6 @@ def _numbers(values: Sequence[float | None] | None) -> Sequence[Any]:
     if None in values:
         return ["N/A" if v is None else v for v in values]
     return values
-
-
-def shape_cell(shape: tuple[int, ...]) -> str:
-    """Spell a shape as ptdbg does (``[8, 16]``); a dump repeats a few shapes many times."""
-    text = _SHAPES.get(shape)
-    if text is None:
-        text = str(list(shape))
-        if len(_SHAPES) < 4096:
-            _SHAPES[shape] = text
-    return text
-
-
-def percent_cell(value: float | None) -> str:
-    """Spell a relative difference as a percentage (``0%``, ``0.0015%``), ``inf``/``nan``, or ``N/A``."""
-    if value is None:
-        return "N/A"
-    if value == 0.0:  # most rows of two runs that agree
-        return "0%"
-    if not math.isfinite(value):
-        return "inf" if value > 0 else "nan"
-    return f"{value * 100:.6g}%"
 
 
 BASIC_COLUMNS = [

@@ -33,11 +33,12 @@ from typing import Any
 
 import numpy as np
 
+from tscore.compare.pairs import percent_cell, shape_cell
 from tscore.dump.names import CallName
 from tscore.dump.stacks import where_in_user_code
 from tscore.dump_compare.calls import neutral_dtype_of, shape_of, split_entry_name
 from tscore.dump_compare.pairing import CallPair, pair_items
-from tscore.dump_compare.row_stream import csv_block, percent_cell, requires_grad_cells, shape_cell
+from tscore.dump_compare.row_stream import csv_block, requires_grad_cells
 from tscore.dump_compare.rows import Row, compare_items, same_value, statistics_differences, statistics_errors
 from tscore.dump_compare.streams import Records
 from tscore.dump_compare.verdicts import (
