@@ -325,3 +325,39 @@ def test_a_start_that_fails_before_the_hooks_closes_its_writer_so_the_process_ca
     assert not debugger.running
     assert len(writers) == 1 and writers[0]._done.wait(10), "the writer of the failed start still waits"
     debugger.close()
+
+
+def test_a_dump_never_replaces_a_folder_that_another_live_process_writes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two runs given one dump_path and rank: the second used to wipe the first's files as it wrote them."""
+    import logging
+    import subprocess
+    import sys
+
+    import tscore as ts
+
+    folder = tmp_path / "step0" / "rank0"
+    folder.mkdir(parents=True)
+    (folder / "dump.jsonl").write_text('{"theirs": 1}\n', encoding="utf-8")
+    hold = (
+        "import sys, time; from tscore import folder_writers as w; w.claim(sys.argv[1]); "
+        "print('ready', flush=True); time.sleep(120)"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(folder)], stdout=subprocess.PIPE, text=True)
+    debugger = ts.dump.Debugger(dump_path=str(tmp_path))
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        with caplog.at_level(logging.WARNING, logger="tscore"):
+            debugger.start()
+        assert not debugger.running
+        assert "being written by another process" in caplog.text and "the training goes on" in caplog.text
+        assert (folder / "dump.jsonl").read_text(encoding="utf-8") == '{"theirs": 1}\n'
+    finally:
+        holder.kill()
+        holder.wait()
+    debugger.start()  # the other process is gone: what it left is an earlier run's, replaced as ever
+    assert debugger.running
+    debugger.stop()
+    debugger.close()
+    assert not (folder / "dump.jsonl").exists()

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from tscore import folder_writers
 from tscore.contract.transfers import PendingArray
 from tscore.errors import TargetPathError
 from tscore.json_lines import json_line
@@ -92,6 +93,23 @@ class WriterThread:
                 self._thread.join()
 
 
+def claim_dump_folder(folder: str) -> None:
+    """Take ``folder`` as this process's, as ``ts.save`` takes a folder (:func:`tscore.folder_writers.claim`).
+
+    The lock is taken first and the other writers looked for after, so two processes that start
+    together both see each other and neither destroys the other's dump.
+
+    :raises TargetPathError: naming the folder and the other live process that writes it.
+    """
+    folder_writers.claim(folder)
+    others = folder_writers.live_writers(folder)
+    if others:
+        raise TargetPathError(
+            f"{folder!r} is being written by another process ({', '.join(others)}), and a dump replaces "
+            "the folder it writes: give this run a dump_path (or rank) of its own"
+        )
+
+
 class DumpWriter:
     """Append the records, stacks, module tree and tensors of one dump folder from a background thread.
 
@@ -114,8 +132,13 @@ class DumpWriter:
         max_queue_bytes: int = DEFAULT_QUEUE_BYTES,
         thread: WriterThread | None = None,
     ) -> None:
-        """Create the folder and start the thread; TargetPathError if the folder cannot be made."""
+        """Create the folder, take it as this process's and start the thread.
+
+        :raises TargetPathError: when the folder cannot be made, or when another live process
+            writes it (a dump replaces its folder, so this one would destroy that one's).
+        """
         ensure_folder(folder)
+        claim_dump_folder(folder)
         self.folder = folder
         self.failed: str | None = None
         self._finish = finish
