@@ -125,22 +125,41 @@ def claim(folder: str) -> None:
         )
 
 
+def release(folder: str) -> None:
+    """Stop being a writer of ``folder`` now, not at exit: remove this process's lock file there.
+
+    For a writer done with a folder it may not share (a dump's ``step{k}/rank{r}``), so that a
+    later process is not kept out while this one lives on (an idle notebook kernel). A folder
+    this process never claimed is left as it is.
+    """
+    key = (os.getpid(), os.path.abspath(folder))
+    with _lock:
+        fd = _claims.pop(key, None)
+    if fd is not None:
+        _drop_lock(key[1], fd)
+
+
+def _drop_lock(folder: str, fd: int) -> None:
+    if fd < 0:
+        return
+    try:
+        os.unlink(_lock_path(folder, writer_id()))
+    except OSError:
+        pass
+    os.close(fd)
+    try:
+        os.rmdir(os.path.join(folder, LOCKS_FOLDER))  # only when no other writer's lock is there
+    except OSError:
+        pass
+
+
 def _release_all() -> None:
     """Remove this process's lock files (at exit; a forked child leaves its parent's alone)."""
     pid = os.getpid()
     for (owner, folder), fd in list(_claims.items()):
         if owner != pid:
             continue
-        if fd >= 0:
-            try:
-                os.unlink(_lock_path(folder, writer_id()))
-            except OSError:
-                pass
-            os.close(fd)
-            try:
-                os.rmdir(os.path.join(folder, LOCKS_FOLDER))  # only when no other writer's lock is there
-            except OSError:
-                pass
+        _drop_lock(folder, fd)
         del _claims[(owner, folder)]
 
 

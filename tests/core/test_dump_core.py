@@ -361,3 +361,25 @@ def test_a_dump_never_replaces_a_folder_that_another_live_process_writes(
     debugger.stop()
     debugger.close()
     assert not (folder / "dump.jsonl").exists()
+
+
+def test_a_process_that_stopped_dumping_keeps_no_later_run_out_of_its_folder(tmp_path: Path) -> None:
+    """An idle process (a notebook kernel) that once dumped into a folder must not hold it for its life."""
+    import subprocess
+    import sys
+
+    import tscore as ts
+
+    debugger = ts.dump.Debugger(dump_path=str(tmp_path))
+    debugger.start()
+    debugger.stop()
+    debugger.close()
+    folder = tmp_path / "step0" / "rank0"
+    assert not (folder / ".tscore-writers").exists()  # the lock went back at close()
+    later = (
+        "import sys, tscore as ts; d = ts.dump.Debugger(dump_path=sys.argv[1]); d.start(); "
+        "print(d.running); d.stop(); d.close()"
+    )
+    done = subprocess.run([sys.executable, "-c", later, str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True", done.stderr

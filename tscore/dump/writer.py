@@ -97,13 +97,15 @@ def claim_dump_folder(folder: str) -> None:
     """Take ``folder`` as this process's, as ``ts.save`` takes a folder (:func:`tscore.folder_writers.claim`).
 
     The lock is taken first and the other writers looked for after, so two processes that start
-    together both see each other and neither destroys the other's dump.
+    together both see each other and neither destroys the other's dump. :meth:`DumpWriter.close`
+    gives the lock back: a process that has stopped dumping keeps no later run out.
 
     :raises TargetPathError: naming the folder and the other live process that writes it.
     """
     folder_writers.claim(folder)
     others = folder_writers.live_writers(folder)
     if others:
+        folder_writers.release(folder)
         raise TargetPathError(
             f"{folder!r} is being written by another process ({', '.join(others)}), and a dump replaces "
             "the folder it writes: give this run a dump_path (or rank) of its own"
@@ -240,12 +242,13 @@ class DumpWriter:
         write_atomic(os.path.join(self.folder, INFO_FILE), lambda stream: stream.write(text))
 
     def close(self) -> None:
-        """Write what is queued, close the files and stop the thread."""
+        """Write what is queued, close the files, give the folder's lock back and stop the thread."""
         self._hand_over()
         if not self._done.is_set():
             self._queue.put(_STOP)
             if self._thread.alive:
                 self._done.wait()
+        folder_writers.release(self.folder)
         if self._own_thread:
             self._thread.shutdown()
 
