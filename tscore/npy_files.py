@@ -130,6 +130,41 @@ def atomic_stream(path: str, place: Callable[[str, str], str] | None = None) -> 
         raise
 
 
+class AtomicFile:
+    """A file written piece by piece as results come, named only once complete (:func:`atomic_stream`).
+
+    For a report written while its comparison runs: :meth:`finish` gives it its name;
+    :meth:`abort` removes it and leaves an old file of that name as it was.
+
+    :raises TargetPathError: naming the path, when it cannot be created.
+    """
+
+    def __init__(self, path: str) -> None:
+        """Open the hidden temporary file beside ``path``."""
+        self.path = path
+        self._context: Any = atomic_stream(path)
+        self.stream: BinaryIO = self._context.__enter__()
+
+    def write(self, data: bytes) -> None:
+        """Append ``data``."""
+        self.stream.write(data)
+
+    def finish(self) -> None:
+        """Give the complete file its name (once; later calls do nothing)."""
+        context, self._context = self._context, None
+        if context is not None:
+            context.__exit__(None, None, None)
+
+    def abort(self, error: BaseException) -> None:
+        """Remove the unfinished file (``error`` stopped the work); once, like :meth:`finish`.
+
+        :raises TargetPathError: naming the path, when ``error`` is the disk failing to take it.
+        """
+        context, self._context = self._context, None
+        if context is not None:
+            context.__exit__(type(error), error, error.__traceback__)
+
+
 def write_atomic(
     path: str, write: Callable[[BinaryIO], object], place: Callable[[str, str], str] | None = None
 ) -> str:

@@ -28,7 +28,7 @@ from tscore.compare.pairs import (
     format_shape,
 )
 from tscore.compare.spool import Spool
-from tscore.npy_files import atomic_stream, write_atomic
+from tscore.npy_files import AtomicFile, write_atomic
 
 if TYPE_CHECKING:
     from tscore.html_report.page import ReportPage
@@ -170,10 +170,9 @@ class RowStream:
         self.kept: list[PairResult] = []
         self.counts = _tally()
         self.spool = None if self.keep_all else Spool("tscore-rows-")
-        self._out = atomic_stream(out_path) if out_path else None
-        self._stream = self._out.__enter__() if self._out else None
-        if self._stream is not None:
-            self._stream.write(b'{"pairs": [' if self.want_json else _CSV_HEADER)
+        self._out = AtomicFile(out_path) if out_path else None
+        if self._out is not None:
+            self._out.write(b'{"pairs": [' if self.want_json else _CSV_HEADER)
         self._json_started = False  # a comma goes before every block of JSON rows but the first
 
     def add(self, block: RenderedRows) -> None:
@@ -184,29 +183,28 @@ class RowStream:
         self.kept.extend(block.kept[: max(room, 0)])
         if self.spool is not None:
             self.spool.write(block.csv)
-        if self._stream is not None:
+        if self._out is not None:
             if self.want_json and block.json:
-                self._stream.write((b"," if self._json_started else b"") + block.json)
+                self._out.write((b"," if self._json_started else b"") + block.json)
                 self._json_started = True
             elif not self.want_json:
-                self._stream.write(block.csv)
+                self._out.write(block.csv)
 
     def finish(self, report: CompareReport) -> None:
         """Complete the output file with the report's other fields and give it its name."""
         if self.spool is not None:
             report._spool = self.spool
-        if self._out is None or self._stream is None:
+        if self._out is None:
             return
         if self.want_json:  # the file holds every pair, whatever the report in memory keeps
             rest = report.model_copy(update={"pairs_complete": True}).model_dump_json(exclude={"pairs"})
-            self._stream.write(b"], " + rest[1:].encode())
-        self._out.__exit__(None, None, None)
+            self._out.write(b"], " + rest[1:].encode())
+        self._out.finish()
 
     def abort(self) -> None:
         """Drop the half-written output file (an error or Ctrl-C stopped the comparison)."""
         if self._out is not None:
-            stop = RuntimeError("comparison stopped")
-            self._out.__exit__(RuntimeError, stop, None)
+            self._out.abort(RuntimeError("comparison stopped"))
         if self.spool is not None:
             self.spool.close()
 

@@ -27,7 +27,7 @@ from tscore.compare.spool import Spool
 from tscore.dump_compare.csv_helper import CsvHelper
 from tscore.dump_compare.rows import Row
 from tscore.dump_compare.verdicts import CallVerdict
-from tscore.npy_files import atomic_stream
+from tscore.npy_files import AtomicFile
 
 log = logging.getLogger(__name__)
 HELPER_AFTER_ROWS: float = KEEP_ALL_ROWS  # a comparison this big renders its CSV in a helper process
@@ -59,16 +59,15 @@ class DumpRowStream:
         self._helper: CsvHelper | None = None  # renders the CSV of a big comparison (csv_helper)
         self._no_helper = not _helper_helps()
         self._csv_path = csv_path
-        self._out = atomic_stream(csv_path) if csv_path else None
-        self._stream = self._out.__enter__() if self._out else None
-        if self._stream is not None:
-            self._stream.write(csv_block([], [], basis, stack_mode, header=True))
+        self._out = AtomicFile(csv_path) if csv_path else None
+        if self._out is not None:
+            self._out.write(csv_block([], [], basis, stack_mode, header=True))
 
     def add(self, rows: list[Row], verdicts: list[CallVerdict]) -> None:
         """Take the next block: ``verdicts`` in call order, their ``rows`` indexes into ``rows``."""
-        if self._stream is not None:
+        if self._out is not None:
             text = csv_block(rows, verdicts, self.basis, self.stack_mode)
-            self._helper.raw(text) if self._helper is not None else self._stream.write(text)
+            self._helper.raw(text) if self._helper is not None else self._out.write(text)
         line = self.total_rows + 2  # the CSV's header is line 1
         for verdict in verdicts:
             line = self._tally(verdict, line)
@@ -101,22 +100,22 @@ class DumpRowStream:
 
     def _write_lane(self, block: Any) -> bytes | None:
         """Write a lane block's CSV lines, or have the helper write them; the block pickled, if it was."""
-        if self._stream is None:
+        if self._out is None:
             return None
         if self._helper is None and self.total_rows > HELPER_AFTER_ROWS and not self._no_helper:
             self._start_helper()
         if self._helper is None:
-            self._stream.write(block.csv(self.stack_mode))
+            self._out.write(block.csv(self.stack_mode))
             return None
         pickled = pickle.dumps(block, protocol=pickle.HIGHEST_PROTOCOL)
         self._helper.block(pickled)
         return pickled
 
     def _start_helper(self) -> None:
-        assert self._stream is not None
-        self._stream.flush()  # the helper writes on at the file's offset
+        assert self._out is not None
+        self._out.stream.flush()  # the helper writes on at the file's offset
         try:
-            self._helper = CsvHelper(self._stream.fileno(), self.stack_mode, str(self._csv_path))
+            self._helper = CsvHelper(self._out.stream.fileno(), self.stack_mode, str(self._csv_path))
         except OSError as exc:  # the CSV is rendered here instead
             log.warning("the CSV helper process could not start (%s); the CSV is rendered in this one", exc)
             self._no_helper = True
@@ -205,8 +204,7 @@ class DumpRowStream:
             self._helper.close()  # raises if it did not write everything: abort() then stops it
             self._helper = None
         if self._out is not None:
-            out, self._out = self._out, None
-            out.__exit__(None, None, None)
+            self._out.finish()
 
     def abort(self, error: BaseException) -> None:
         """Drop the half-written CSV and the spool (``error`` stopped the comparison).
@@ -219,8 +217,7 @@ class DumpRowStream:
         if self.spool is not None:
             self.spool.close()
         if self._out is not None:
-            out, self._out = self._out, None
-            out.__exit__(type(error), error, error.__traceback__)
+            self._out.abort(error)
 
 
 _GRAD_CELLS = {
