@@ -8,8 +8,8 @@ the reason by ``tscore plugins``.
 
 This module imports no feature of tscore. A feature that brings a built-in
 plugin (the checkpoint formats that need no framework, the recorded-run
-backend) registers it here itself, with :func:`add_builtin_plugin`, and the
-saving feature says how a compiler must treat its functions with
+backend) registers it here itself, with :func:`add_builtin_plugin`, and
+``import tscore`` says how a compiler must treat tscore's functions with
 :func:`provide_runtime`: every manager, made now or later, gets both.
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib.metadata
 import logging
 import os
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +59,7 @@ class TscorePluginManager(pluggy.PluginManager):
         super().__init__(hookspecs.PROJECT_NAME)
         self.add_hookspecs(hookspecs)
         self.records: dict[str, PluginRecord] = {}
+        self.runtime_given = False  # ts_prepare_runtime has been called (historic) on this manager
 
     def parse_hookimpl_opts(self, plugin: object, name: str) -> Any:
         """Register a :class:`Backend`'s hook only when the subclass overrides the methods it needs.
@@ -125,57 +127,64 @@ def selected_plugin_names(environ: dict[str, str] | None = None) -> set[str] | N
     return {part.strip() for part in value.split(",") if part.strip()}
 
 
-# what the features of tscore registered: their built-in plugins, and the runtime for compilers
+# what tscore's own layers registered: the features' built-in plugins, and the runtime for compilers
 _builtins: dict[str, object] = {BUILTIN_NUMPY: numpy_plugin}
 _runtime: list[Runtime] = []
+# guards the two above and each manager's built-ins; never held while a module is imported (a
+# feature adds its built-in from its package's __init__, under the import system's own lock)
+_registry_lock = threading.RLock()
 
 
 def add_builtin_plugin(name: str, plugin: object) -> None:
     """Register a feature's built-in plugin under ``name``, in the manager now and in every later one.
 
     A feature calls it when it is imported, before it calls the hooks its plugin answers. A name
-    added twice keeps the first plugin.
+    added twice keeps the first plugin. A built-in plugin's hooks are ``trylast``, so an installed
+    or in-process plugin is asked first, whichever was registered first.
     """
-    with _manager_lock:
+    with _registry_lock:
         if name in _builtins:
             return
         _builtins[name] = plugin
-        manager = _manager
+    manager = _manager
     if manager is not None:
-        manager.register_plugin(plugin, name, distribution=BUILTIN_DISTRIBUTION)
+        _complete(manager)
 
 
 def provide_runtime(runtime: Runtime) -> None:
     """Tell every backend, now and when it registers later, how a compiler must treat tscore's functions.
 
-    The saving feature calls it once, when it is imported (:mod:`tscore.contract.runtime`); later calls
-    are ignored, since each backend is prepared once.
+    ``import tscore`` calls it once (:mod:`tscore.contract.runtime`), before any manager is made;
+    later calls are ignored, since each backend is prepared once.
     """
-    with _manager_lock:
+    with _registry_lock:
         if _runtime:
             return
         _runtime.append(runtime)
-        manager = _manager
+    manager = _manager
     if manager is not None:
-        manager.hook.ts_prepare_runtime.call_historic(kwargs={"runtime": runtime})
+        _complete(manager)
 
 
 def create_plugin_manager(*, load_entry_points: bool = True) -> TscorePluginManager:
     """Build a manager with the built-in plugins and, if asked, the installed plugins."""
     pm = TscorePluginManager()
-    if _runtime:  # historic: every plugin registered from here on is prepared when it registers
-        pm.hook.ts_prepare_runtime.call_historic(kwargs={"runtime": _runtime[0]})
-    _register_builtins(pm)
+    _complete(pm)
     if load_entry_points:
         _load_entry_points(pm, selected_plugin_names())
-        _register_builtins(pm)  # those whose feature an installed plugin imported
+        _complete(pm)  # a built-in or the runtime that an installed plugin's import brought
     return pm
 
 
-def _register_builtins(pm: TscorePluginManager) -> None:
-    for name, plugin in list(_builtins.items()):
-        if pm.get_plugin(name) is None:
-            pm.register_plugin(plugin, name, distribution=BUILTIN_DISTRIBUTION)
+def _complete(pm: TscorePluginManager) -> None:
+    """Give ``pm`` the runtime (once: the hook is historic) and every built-in plugin it lacks."""
+    with _registry_lock:
+        if _runtime and not pm.runtime_given:
+            pm.runtime_given = True  # every plugin registered from now on is prepared when it registers
+            pm.hook.ts_prepare_runtime.call_historic(kwargs={"runtime": _runtime[0]})
+        for name, plugin in list(_builtins.items()):
+            if pm.get_plugin(name) is None:
+                pm.register_plugin(plugin, name, distribution=BUILTIN_DISTRIBUTION)
 
 
 def _load_entry_points(pm: TscorePluginManager, selected: set[str] | None) -> None:
@@ -229,7 +238,7 @@ def _load_entry_points(pm: TscorePluginManager, selected: set[str] | None) -> No
 
 
 _manager: TscorePluginManager | None = None
-_manager_lock = threading.RLock()  # a plugin loaded while the manager is made may add a built-in
+_manager_lock = threading.Lock()
 
 
 def get_plugin_manager() -> TscorePluginManager:
@@ -239,6 +248,7 @@ def get_plugin_manager() -> TscorePluginManager:
         with _manager_lock:
             if _manager is None:
                 _manager = create_plugin_manager()
+        _complete(_manager)  # what another thread added while the manager was being made
     return _manager
 
 
@@ -250,16 +260,22 @@ def reset_plugin_manager() -> None:
 
 
 def plugin_packages() -> frozenset[str]:
-    """Return the top-level packages of the installed plugins loaded now (``ts_torch`` ...).
+    """Return the code of the installed plugins loaded now: their packages (``ts_torch``) or modules.
 
-    A dump leaves their frames out of the stacks a user reads, as it leaves out tscore's own.
-    Built-in plugins and those registered in process (a user's or a test's module) are not counted.
+    A plugin whose distribution is named for its top-level package (``ts-torch``: ``ts_torch``)
+    counts with that whole package; any other only with the module its entry point names, so a
+    plugin shipped inside a user's own project does not hide the project. A dump leaves these
+    frames out of the stacks a user reads, as it leaves out tscore's own. Built-in plugins and
+    those registered in process (a user's or a test's module) are not counted.
     """
-    records = get_plugin_manager().records.values()
-    others = (BUILTIN_DISTRIBUTION, IN_PROCESS)
-    return frozenset(
-        r.module.partition(".")[0] for r in records if r.status == "loaded" and r.distribution not in others
-    )
+    found = set()
+    for record in get_plugin_manager().records.values():
+        if record.status != "loaded" or record.distribution in (BUILTIN_DISTRIBUTION, IN_PROCESS, None):
+            continue
+        top = record.module.partition(".")[0]
+        own = re.sub(r"[-_.]+", "_", record.distribution).lower() == top.lower()
+        found.add(top if own else record.module)
+    return frozenset(found)
 
 
 def hook() -> Any:

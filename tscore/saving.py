@@ -7,8 +7,7 @@ process, shared by ``save`` and ``save_grad`` and safe across threads.
 
 Compiled code (MindSpore graph mode): the plugins are told, when they are
 registered, that tscore's functions run at run time and that ``save_grad``
-is to be translated (:mod:`tscore.contract.runtime`; this module provides that
-:class:`Runtime` when it is imported), so ``save`` called inside
+is to be translated (:mod:`tscore.contract.runtime`), so ``save`` called inside
 ``construct`` or an ``@ms.jit`` function runs on the real values, and
 ``save_grad`` asks for a gradient hook while the graph is built and inserts
 it; the hook writes the file each time backward runs. Under compilation the
@@ -30,10 +29,9 @@ from typing import Any
 import numpy as np
 
 from tscore import folder_writers, naming, npy_files
-from tscore.contract.runtime import Runtime
 from tscore.errors import InvalidNameError, UnsupportedObjectError
 from tscore.json_files import parse_json
-from tscore.plugins import hook, provide_runtime
+from tscore.plugins import hook
 from tscore.tensors import is_tensor, tensor_meta, to_numpy, type_name
 
 logger = logging.getLogger(__name__)
@@ -350,8 +348,3 @@ def save_grad(file: str | os.PathLike[str] | None, data: Any, suffix: str = "bac
         next operation, or nothing is saved.
     """
     return grad_saver(file, suffix)(data)
-
-
-# Every backend, registered now or later, learns that tscore's functions run at run time in
-# compiled code and that save_grad is translated (the plugins load before user code reaches it).
-provide_runtime(Runtime(package=__name__.partition(".")[0], traced=(save_grad,)))

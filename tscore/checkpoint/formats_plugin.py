@@ -19,7 +19,7 @@ from tscore.hookspecs import hookimpl
 SAFETENSORS_FORMAT = {"mindspore": "ms", "torch": "pt", "numpy": "np"}
 
 
-@hookimpl
+@hookimpl(trylast=True)
 def ts_load_checkpoint(path: str, kind: str) -> CheckpointContents | None:
     """Read ``.ckpt`` and safetensors files."""
     if kind == "ckpt":
@@ -29,7 +29,7 @@ def ts_load_checkpoint(path: str, kind: str) -> CheckpointContents | None:
     return None
 
 
-@hookimpl
+@hookimpl(trylast=True)
 def ts_save_checkpoint(
     params: Mapping[str, np.ndarray], path: str, format: str, framework: str
 ) -> bool | None:

@@ -8,9 +8,10 @@ to ask its compiler for that, so the core hands it a :class:`Runtime` through
 the historic hook ``ts_prepare_runtime``: every plugin gets it when it is
 registered, whether before or after the first call.
 
-:mod:`tscore.saving` makes it, when ``import tscore`` imports that module
-(:func:`tscore.plugins.provide_runtime`). The plugins are loaded, and so
-prepared, before user code can reach
+``import tscore`` provides it (:func:`tscore.plugins.provide_runtime`) before
+any plugin loads, so a backend is prepared as it registers; the traced
+functions are looked up only when a backend asks for them. The plugins are
+loaded, and so prepared, before user code can reach
 ``ts.save`` or ``ts.save_grad`` (``tscore`` resolves those two names on first
 access), so a compiler that meets them in a network already knows.
 """
@@ -27,9 +28,14 @@ class Runtime:
 
     :ivar package: the top-level package (``"tscore"``) whose functions, called
         from compiled code, must run in Python at run time on real values.
-    :ivar traced: the functions of that package that a compiler must translate
-        instead (``save_grad``: it inserts a gradient hook into the graph).
+    :ivar traced_from: returns the functions of that package that a compiler must
+        translate instead; read through :attr:`traced`, when a backend asks.
     """
 
     package: str
-    traced: tuple[Callable[..., object], ...]
+    traced_from: Callable[[], tuple[Callable[..., object], ...]]
+
+    @property
+    def traced(self) -> tuple[Callable[..., object], ...]:
+        """Return the functions a compiler must translate (``save_grad`` inserts a gradient hook)."""
+        return self.traced_from()

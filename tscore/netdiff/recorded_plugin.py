@@ -24,35 +24,35 @@ def _recorded(model: object) -> Any:
     return model if isinstance(model, RecordedNetwork) else None
 
 
-@hookimpl
+@hookimpl(trylast=True)
 def ts_model_info(model: object) -> ModelInfo | None:
     """Name the recorded network's framework and device."""
     net = _recorded(model)
     return None if net is None else ModelInfo(framework=net.framework, device=net.device)
 
 
-@hookimpl
+@hookimpl(trylast=True)
 def ts_named_layers(model: object) -> Sequence[LayerInfo] | None:
     """List the recorded layers (no layer objects: a recorded side is never replayed)."""
     net = _recorded(model)
     return None if net is None else list(net.layers)
 
 
-@hookimpl
+@hookimpl(trylast=True)
 def ts_layer_params(model: object) -> Sequence[tuple[str, str, Sequence[str]]] | None:
     """List the recorded weight-owning layers."""
     net = _recorded(model)
     return None if net is None else list(net.layer_params)
 
 
-@hookimpl
+@hookimpl(trylast=True)
 def ts_model_state(model: object) -> dict[str, np.ndarray] | None:
     """Return copies of the recorded parameters and buffers."""
     net = _recorded(model)
     return None if net is None else {name: array.copy() for name, array in net.state.items()}
 
 
-@hookimpl
+@hookimpl(trylast=True)
 def ts_load_model_state(model: object, params: Mapping[str, np.ndarray]) -> bool | None:
     """Refuse: a recorded network keeps the weights it ran with."""
     net = _recorded(model)
@@ -64,7 +64,7 @@ def ts_load_model_state(model: object, params: Mapping[str, np.ndarray]) -> bool
     )
 
 
-@hookimpl
+@hookimpl(trylast=True)
 def ts_install_module_hooks(model: object, recorder: ModuleRecorder) -> HookHandles | None:
     """Attach ``recorder``: the next forward replays the recorded calls to it."""
     net = _recorded(model)
@@ -76,7 +76,7 @@ def ts_install_module_hooks(model: object, recorder: ModuleRecorder) -> HookHand
     return handles
 
 
-@hookimpl
+@hookimpl(trylast=True)
 def ts_run_forward(model: object, args: Sequence[Any], kwargs: Mapping[str, Any], train: bool) -> Any:
     """Return the recorded output for the recorded inputs, replaying the calls to attached recorders."""
     net = _recorded(model)
