@@ -8,6 +8,7 @@ dies keeps every record written before it died.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -22,8 +23,15 @@ log = logging.getLogger(__name__)
 
 
 def json_line(record: Mapping[str, Any] | list[Any]) -> bytes:
-    """Return ``record`` as one line of compact JSON, newline included (what no JSON type has, as text)."""
-    return orjson.dumps(record, default=str, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS)
+    """Return ``record`` as one line of compact JSON, newline included.
+
+    orjson writes it, except where orjson refuses a string (a file name with a lone surrogate,
+    as ``os.fsdecode`` gives for bytes that are not UTF-8): there Python's json escapes it.
+    """
+    try:
+        return orjson.dumps(record, default=str, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS)
+    except (orjson.JSONEncodeError, TypeError):
+        return (json.dumps(record, default=str, separators=(",", ":")) + "\n").encode("ascii")
 
 
 def append_lines(path: str, records: Iterable[Mapping[str, Any]]) -> None:

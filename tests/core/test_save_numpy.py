@@ -225,3 +225,14 @@ def test_the_dump_writers_npy_is_byte_for_byte_what_np_save_writes(tmp_path, arr
     assert ours.read_bytes() == theirs.read_bytes()
     back = np.load(ours)
     assert back.dtype == array.dtype and back.shape == array.shape and np.array_equal(back, array)
+
+
+def test_a_name_that_is_not_utf8_still_gets_its_line_in_the_side_file(tmp_path: Path) -> None:
+    """orjson refuses a lone surrogate (a key decoded from bytes that are not UTF-8): json writes it."""
+    from tscore.npy_files import read_meta
+
+    key = "a\udcffb"
+    (written,) = ts.save(str(tmp_path / "x"), {key: np.ones(2, np.float32)})
+    records = read_meta(os.path.dirname(written))
+    assert os.path.basename(written) in records
+    assert records[os.path.basename(written)]["dtype"] == "float32"
