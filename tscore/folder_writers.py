@@ -208,6 +208,12 @@ def writer_alive(folder: str, host: str | None, pid: int) -> bool:
     return _pid_runs(pid)
 
 
+def on_this_host(writer: str) -> bool:
+    """Say whether the writer id ``writer`` (``{host}-{pid}``, or a bare pid) is a process of this machine."""
+    match = re.fullmatch(_WRITER, writer)
+    return match is not None and match["host"] in (None, _host)
+
+
 def live_writers(folder: str) -> list[str]:
     """Return the ids of the other processes that may be writing ``folder`` now."""
     mine = writer_id()

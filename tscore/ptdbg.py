@@ -32,9 +32,9 @@ from tscore.dump.acl_config import check_acl_config
 from tscore.dump.config import DumpConfigError, make_config
 from tscore.dump.debugger import Debugger
 from tscore.dump.modes import mode_filters
-from tscore.dump.reading import find_records, format_record
 from tscore.dump_compare.compare import compare
 from tscore.dump_compare.distributed import compare_distributed
+from tscore.dump_format.reading import find_records, format_record
 from tscore.plugins import hook as plugin_hook
 from tscore.seeding import seed_all as _seed_all
 
@@ -333,9 +333,9 @@ def parse(pkl_path: str | os.PathLike[str], api_name: str) -> list[dict[str, Any
 
 def _other_records(path: str, api_name: str) -> list[dict[str, Any]]:
     """Find the calls named ``api_name`` (or starting with it) in an msprobe or ptdbg_ascend dump."""
-    from tscore.dump.names import canonical
     from tscore.dump_compare.calls import DumpReadError
     from tscore.dump_compare.sources import as_records, read_dump
+    from tscore.dump_format.names import canonical
 
     try:
         source = read_dump(path)

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from tscore.dump.config import DumpConfigError, from_msprobe, make_config
-from tscore.dump.names import canonical, parse_name
-from tscore.dump.reading import read_lines
 from tscore.dump.recorder import DumpRecorder, finish_record
 from tscore.dump.writer import DumpWriter
+from tscore.dump_format.names import canonical, parse_name
+from tscore.dump_format.reading import read_lines
 
 
 @pytest.mark.parametrize(
@@ -383,3 +383,29 @@ def test_a_process_that_stopped_dumping_keeps_no_later_run_out_of_its_folder(tmp
     done = subprocess.run([sys.executable, "-c", later, str(tmp_path)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True", done.stderr
+
+
+def test_a_lock_of_another_machine_is_named_and_the_dump_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A lock left by a killed run on another node cannot be told from a live one: warn, never refuse."""
+    import logging
+
+    import tscore as ts
+    from tscore import folder_writers
+
+    folder = tmp_path / "step0" / "rank0"
+    (folder / folder_writers.LOCKS_FOLDER).mkdir(parents=True)
+    (folder / folder_writers.LOCKS_FOLDER / "node17-4242.lock").write_text("", encoding="utf-8")
+    assert not folder_writers.on_this_host("node17-4242") and folder_writers.on_this_host(
+        folder_writers.writer_id()
+    )
+    debugger = ts.dump.Debugger(dump_path=str(tmp_path))
+    with caplog.at_level(logging.WARNING, logger="tscore"):
+        debugger.start()
+    try:
+        assert debugger.running
+        assert "node17-4242 on another machine" in caplog.text
+    finally:
+        debugger.stop()
+        debugger.close()

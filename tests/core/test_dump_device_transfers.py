@@ -21,9 +21,9 @@ import tscore as ts
 import tscore.dump.writer
 from tscore.contract.transfers import PendingArray
 from tscore.dump.config import make_config
-from tscore.dump.reading import read_lines
 from tscore.dump.recorder import DumpRecorder, finish_record, stage_statistics
 from tscore.dump.writer import BATCH_LINES, DumpWriter
+from tscore.dump_format.reading import read_lines
 from tscore.plugin_api import Backend, RunSetting
 from tscore.run_settings import SettingDifference, explanation, settings_differences
 

@@ -25,12 +25,12 @@ from tscore.checkpoint.safetensors_format import read_safetensors, write_safeten
 from tscore.compare.npy_layout import NpyReadError, array_from_bytes, map_flat, read_npy, read_npy_layout
 from tscore.contract.checkpoints import CheckpointReadError
 from tscore.dump.config import make_config
-from tscore.dump.reading import find_records, summarise
 from tscore.dump.recorder import DumpRecorder, finish_record
 from tscore.dump.writer import DumpWriter
 from tscore.dump_compare.calls import DumpReadError
 from tscore.dump_compare.compare import compare_dumps
 from tscore.dump_compare.sources import read_dump
+from tscore.dump_format.reading import find_records, summarise
 from tscore.safe_pickle import restricted_unpickle
 from tscore.testing.fuzzing import fuzz_file, fuzz_settings, run_isolated
 

@@ -90,6 +90,7 @@ FEATURES = (
     "tscore.compare",
     "tscore.dump",
     "tscore.dump_compare",
+    "tscore.dump_format",
     "tscore.html_report",
     "tscore.loss_compare",
     "tscore.netdiff",
@@ -141,8 +142,9 @@ def layer_of(module: str) -> str:
 def _type_checking_nodes(tree: ast.AST) -> set[int]:
     skip: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skip |= {id(n) for statement in node.body for n in ast.walk(statement)}
+        test = node.test if isinstance(node, ast.If) else None
+        if isinstance(test, ast.Name | ast.Attribute) and ast.unparse(test).endswith("TYPE_CHECKING"):
+            skip |= {id(n) for statement in node.body for n in ast.walk(statement)}  # else: runs
     return skip
 
 
@@ -182,9 +184,22 @@ def core_imports(module: str, path: Path, known: dict[str, Path]) -> dict[str, i
 
 
 def core_graph() -> dict[str, dict[str, int]]:
-    """The import graph of the core: ``{module: {imported module: line}}``."""
+    """The import graph of the core: ``{module: {imported module: line}}``.
+
+    Importing ``tscore.a.b`` also runs the package ``tscore.a``'s ``__init__``: that counts as
+    importing ``tscore.a`` (the root package ``tscore`` aside: every module runs it, and it is the
+    API layer's; a module's own packages aside: they are running already).
+    """
     known = core_modules()
-    return {module: core_imports(module, path, known) for module, path in known.items()}
+    graph = {module: core_imports(module, path, known) for module, path in known.items()}
+    for module, targets in graph.items():
+        for target, line in list(targets.items()):
+            parts = target.split(".")
+            for end in range(2, len(parts)):
+                package = ".".join(parts[:end])
+                if package in known and package != module and not module.startswith(package + "."):
+                    targets.setdefault(package, line)
+    return graph
 
 
 def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
@@ -245,8 +260,6 @@ def test_imports_inside_the_core_point_down_the_layers_never_up() -> None:
     upward = []
     for module, targets in core_graph().items():
         for target, line in targets.items():
-            if target == "tscore":  # the package itself: every import runs its __init__ first
-                continue
             if RANK[layer_of(target)] > RANK[layer_of(module)]:
                 upward.append(f"{module}:{line} ({layer_of(module)}) imports {target} ({layer_of(target)})")
     assert not upward, "\n".join(upward)
@@ -294,4 +307,13 @@ def test_the_layer_check_sees_an_import_inside_a_function(tmp_path: Path) -> Non
     )
     known = {"tscore.cli": source, "tscore.saving": source, "tscore.late": source}
     assert core_imports("tscore.late", source, known) == {"tscore.saving": 5}
+    source.write_text("from typing import TYPE_CHECKING\nif not TYPE_CHECKING:\n    import tscore.cli\n")
+    assert core_imports("tscore.late", source, known) == {"tscore.cli": 3}  # that block runs
     assert cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}) == [["a", "b", "c"]]
+
+
+def test_importing_a_module_counts_as_importing_its_packages() -> None:
+    """``from tscore.dump_format.files import X`` runs ``tscore/dump_format/__init__.py`` too."""
+    graph = core_graph()
+    assert "tscore.dump_format" in graph["tscore.dump_compare.sources"]
+    assert "tscore" not in graph["tscore.dump_compare.sources"]  # the root package runs for every module

@@ -11,7 +11,7 @@ import torch
 
 import tscore as ts
 from tests.cross.netdiff_nets import TorchCNN, ms_cnn, torch_net
-from tscore.dump.reading import read_lines
+from tscore.dump_format.reading import read_lines
 
 
 def twins(in_tmp: Path, planted: str | None) -> tuple[torch.nn.Module, ms.nn.Cell]:

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import tscore as ts
-from tscore.dump.reading import read_info, read_lines
+from tscore.dump_format.reading import read_info, read_lines
 
 CUDA = torch.device("cuda")
 

@@ -16,7 +16,7 @@ from mindspore.ops import relu  # bound before the dump starts: seen at the Prim
 
 import tscore as ts
 from tests.conftest import cyclic_garbage
-from tscore.dump.reading import read_lines
+from tscore.dump_format.reading import read_lines
 
 
 class SmallCell(nn.Cell):

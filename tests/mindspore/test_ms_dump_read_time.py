@@ -11,7 +11,7 @@ import pytest
 from mindspore import Tensor, nn, ops
 
 import tscore as ts
-from tscore.dump.reading import read_lines
+from tscore.dump_format.reading import read_lines
 
 
 def records(folder: Path) -> dict[str, dict]:

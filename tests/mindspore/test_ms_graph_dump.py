@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tscore.dump.reading import dump_folders, read_lines
 from tscore.dump_compare import compare_dumps
+from tscore.dump_format.reading import dump_folders, read_lines
 
 STEP = Path(__file__).with_name("graph_step.py")
 

@@ -20,7 +20,7 @@ from mindspore import Tensor, ops
 import tscore as ts
 from ts_mindspore import pipeline_stats
 from ts_mindspore.plugin import MindSporeBackend
-from tscore.dump.reading import read_lines
+from tscore.dump_format.reading import read_lines
 
 from .test_ms_dump import train_step
 from .test_ms_dump_read_time import (

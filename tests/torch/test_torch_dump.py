@@ -22,7 +22,7 @@ from torch import nn, relu
 import tscore as ts
 from tests.conftest import cyclic_garbage
 from tscore.dump.config import DumpConfigError
-from tscore.dump.reading import find_records, read_lines, summarise
+from tscore.dump_format.reading import find_records, read_lines, summarise
 
 
 class SmallNet(nn.Module):

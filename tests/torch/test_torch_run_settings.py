@@ -15,7 +15,7 @@ from torch import nn
 import tscore as ts
 from ts_torch.device_copies import device_stats, stats_to_host
 from ts_torch.plugin import plugin
-from tscore.dump.reading import read_info
+from tscore.dump_format.reading import read_info, read_lines
 
 
 def _torch_reductions(t: torch.Tensor) -> list[float]:
@@ -286,7 +286,7 @@ def test_an_error_inside_a_recorded_call_reaches_the_training_unchanged_and_the_
     finally:
         debugger.stop()
     assert str(dumped.value) == str(plain.value)
-    names = [r["name"] for r in ts.dump.reading.read_lines(str(tmp_path / "step0" / "rank0" / "dump.jsonl"))]
+    names = [r["name"] for r in read_lines(str(tmp_path / "step0" / "rank0" / "dump.jsonl"))]
     assert "Torch_relu_0_forward" in names and "Torch_sigmoid_0_forward" in names
     assert "Torch_cat_0_forward" not in names  # it never returned: no record claims an output
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tscore.dump.config import DumpConfig
-from tscore.dump.names import CallName, canonical, parse_name
+from tscore.dump_format.names import CallName, canonical, parse_name
 
 
 def inside(path: str, outer: str) -> bool:

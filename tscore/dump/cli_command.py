@@ -8,7 +8,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from tscore.dump.reading import summarise
+from tscore.dump_format.reading import summarise
 
 
 def _cmd_dump_info(args: argparse.Namespace) -> int:

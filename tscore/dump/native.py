@@ -26,9 +26,9 @@ import numpy as np
 
 from tscore.array_stats import array_stats
 from tscore.contract.kernels import KernelCall, KernelTensor
-from tscore.dump.names import CallName, tensor_name
 from tscore.dump.recorder import INTEGER_DTYPES
-from tscore.dump.writer import TENSORS_FOLDER
+from tscore.dump_format.files import TENSORS_FOLDER
+from tscore.dump_format.names import CallName, tensor_name
 
 if TYPE_CHECKING:
     from tscore.dump.recorder import DumpRecorder

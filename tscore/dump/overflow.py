@@ -46,9 +46,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from tscore.dump.names import CallName, tensor_name
 from tscore.dump.recorder import INTEGER_DTYPES, CallToken, DumpRecorder
-from tscore.dump.stacks import where_in_user_code
+from tscore.dump_format.names import CallName, tensor_name
+from tscore.dump_format.stacks import where_in_user_code
 from tscore.errors import StepStopped, TscoreError
 from tscore.npy_files import write_atomic, write_npy
 from tscore.plugins import hook

@@ -40,9 +40,10 @@ from tscore.array_stats import compiled_kernel
 from tscore.contract.transfers import StagedEntry, StagedStats
 from tscore.dump.call_filter import CallFilter, inside
 from tscore.dump.config import DumpConfig
-from tscore.dump.names import MODULE_PREFIX, CallName, tensor_name
 from tscore.dump.tensor_ops import TensorDispatch, TensorOps
-from tscore.dump.writer import CONSTRUCT_FILE, STACKS_FILE, TENSORS_FOLDER, DumpWriter
+from tscore.dump.writer import DumpWriter
+from tscore.dump_format.files import CONSTRUCT_FILE, OUTSIDE, STACKS_FILE, TENSORS_FOLDER
+from tscore.dump_format.names import MODULE_PREFIX, CallName, tensor_name
 from tscore.plugins import hook, plugin_packages
 from tscore.tensors import to_numpy
 
@@ -52,7 +53,6 @@ _PLAIN = (bool, int, float, str, type(None))
 
 
 # how many recent tensors the recorder remembers, to reuse their statistics and files
-OUTSIDE = "(outside)"
 # a list or tuple argument of more plain values than this is recorded by its length, not value by value
 LONGEST_PLAIN_LIST = 16
 INTEGER_DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"})
@@ -440,7 +440,7 @@ class DumpRecorder:
     ) -> tuple[tuple[Any, ...], list[str], tuple[Any, ...]]:
         """Return the frames users read (without tscore's and the framework's), their lines, every code.
 
-        :param internal: the top-level packages whose frames are left out (tscore and its plugins).
+        :param internal: the packages and modules whose frames are left out (tscore, its plugins).
         """
         frames = []
         codes = []
@@ -448,7 +448,11 @@ class DumpRecorder:
         while frame is not None:
             codes.append(frame.f_code)
             module = str(frame.f_globals.get("__name__", ""))
-            if module.partition(".")[0] not in internal and not module.startswith("torch"):
+            if (
+                module.partition(".")[0] not in internal
+                and module not in internal
+                and not module.startswith("torch")
+            ):
                 frames.append((frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
             frame = frame.f_back
         lines = [  # a frame a JIT runs (MindSpore's bytecode capture) may have no line: None

@@ -9,7 +9,7 @@ The folder of one step and rank holds:
   records refer to it by id.
 * ``construct.jsonl``: the module tree, ``{"module": path, "type": ..., "parent": ...}``.
 * numbers JSON cannot hold are written as the strings ``"inf"``, ``"-inf"`` and
-  ``"nan"`` (:func:`tscore.dump.reading.read_lines` gives them back as floats).
+  ``"nan"`` (:func:`tscore.dump_format.reading.read_lines` gives them back as floats).
 * ``tensors/``: with ``task="tensor"``, one ``.npy`` per tensor, written before
   any record that names it; bfloat16 and float8 as float32, exact, as ``ts.save`` stores them.
 
@@ -33,17 +33,13 @@ import orjson
 
 from tscore import folder_writers
 from tscore.contract.transfers import PendingArray
+from tscore.dump_format.files import CONSTRUCT_FILE, INFO_FILE, RECORDS_FILE, STACKS_FILE, TENSORS_FOLDER
 from tscore.errors import TargetPathError
 from tscore.json_lines import json_line
 from tscore.npy_files import ensure_folder, storable, write_atomic, write_npy_fast
 
 log = logging.getLogger(__name__)
 
-RECORDS_FILE = "dump.jsonl"
-STACKS_FILE = "stack.jsonl"
-CONSTRUCT_FILE = "construct.jsonl"
-TENSORS_FOLDER = "tensors"
-INFO_FILE = "dump_info.json"
 DEFAULT_QUEUE_BYTES = 256 * 1024 * 1024
 BATCH_LINES = 128
 HAND_OVER_SECONDS = 0.05  # and at least this often, so a crash loses at most this much
@@ -98,17 +94,28 @@ def claim_dump_folder(folder: str) -> None:
 
     The lock is taken first and the other writers looked for after, so two processes that start
     together both see each other and neither destroys the other's dump. :meth:`DumpWriter.close`
-    gives the lock back: a process that has stopped dumping keeps no later run out.
+    gives the lock back: a process that has stopped dumping keeps no later run out. A lock of
+    another machine cannot be told from one its killed run left (a node-local lock on a shared
+    file system), so it is named in a warning and the dump goes on, as before there were locks.
 
-    :raises TargetPathError: naming the folder and the other live process that writes it.
+    :raises TargetPathError: naming the folder and the other live process of this machine that writes it.
     """
     folder_writers.claim(folder)
     others = folder_writers.live_writers(folder)
-    if others:
+    here = [w for w in others if folder_writers.on_this_host(w)]
+    if here:
         folder_writers.release(folder)
         raise TargetPathError(
-            f"{folder!r} is being written by another process ({', '.join(others)}), and a dump replaces "
+            f"{folder!r} is being written by another process ({', '.join(here)}), and a dump replaces "
             "the folder it writes: give this run a dump_path (or rank) of its own"
+        )
+    if others:
+        log.warning(
+            "dump: %s holds the lock of %s on another machine; if that run is still writing, this dump "
+            "replaces its files: give each run a dump_path of its own (tscore clean removes a dead "
+            "machine's lock only from that machine)",
+            folder,
+            ", ".join(others),
         )
 
 
@@ -153,7 +160,11 @@ class DumpWriter:
         self._streams: dict[str, Any] = {}
         self._pending: list[tuple[str, Mapping[str, Any]]] = []
         self._handed = time.monotonic()
-        self._clear_previous()
+        try:
+            self._clear_previous()
+        except BaseException:
+            folder_writers.release(folder)  # nothing of this dump was written: the folder is not ours
+            raise
         self.bytes_written = 0
         self.tensors_written = 0
         self.tensor_bytes = 0

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tscore.dtypes import neutral_dtype
-from tscore.dump.names import CallName
+from tscore.dump_format.names import CallName
 from tscore.errors import TscoreError
 
 log = logging.getLogger(__name__)

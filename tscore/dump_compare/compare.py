@@ -18,7 +18,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tscore.dump.reading import read_info
 from tscore.dump_compare.api_names import api_table, neutral_calls
 from tscore.dump_compare.calls import DumpReadError, DumpSource
 from tscore.dump_compare.pairing import CallPair, pair_calls, pair_items
@@ -29,6 +28,7 @@ from tscore.dump_compare.sources import read_dump
 from tscore.dump_compare.statistics_lane import Record, compare_block
 from tscore.dump_compare.streams import DumpStream, Records, names_agree, stream_dump
 from tscore.dump_compare.verdicts import ForwardErrors, judge_in_order
+from tscore.dump_format.reading import read_info
 from tscore.errors import TargetPathError
 from tscore.run_settings import explanation, settings_differences
 

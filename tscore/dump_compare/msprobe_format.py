@@ -13,7 +13,6 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from tscore.dump.names import MODULE_PREFIX, CallName, parse_name
 from tscore.dump_compare.calls import (
     READ_AT_ONCE,
     Call,
@@ -27,6 +26,7 @@ from tscore.dump_compare.calls import (
     rank_of,
     shape_of,
 )
+from tscore.dump_format.names import MODULE_PREFIX, CallName, parse_name
 from tscore.json_files import read_side_json
 from tscore.json_members import DAMAGED, Members, NotAnObjectDocument, read_members
 

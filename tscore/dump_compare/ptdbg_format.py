@@ -13,9 +13,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from tscore.dtypes import neutral_dtype
-from tscore.dump.names import parse_name
-from tscore.dump.reading import read_lines
 from tscore.dump_compare.calls import Call, DumpSource, Item, file_inside, number_of, rank_of, shape_of
+from tscore.dump_format.names import parse_name
+from tscore.dump_format.reading import read_lines
 
 log = logging.getLogger(__name__)
 

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
 
 from tscore.compare.spool import Spool
-from tscore.dump.recorder import OUTSIDE
 from tscore.dump_compare.row_stream import UNREAD, Block, columns, csv_block
 from tscore.dump_compare.rows import Row
 from tscore.dump_compare.verdicts import CallVerdict
+from tscore.dump_format.files import OUTSIDE
 from tscore.npy_files import atomic_stream, write_atomic
 from tscore.run_settings import SettingDifference
 

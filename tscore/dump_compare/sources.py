@@ -23,11 +23,11 @@ import logging
 import os
 from typing import Any
 
-from tscore.dump.writer import RECORDS_FILE
 from tscore.dump_compare.calls import DumpReadError, DumpSource
 from tscore.dump_compare.msprobe_format import MSPROBE_FILE, read_msprobe
 from tscore.dump_compare.ptdbg_format import read_ptdbg
 from tscore.dump_compare.tscore_format import read_tscore
+from tscore.dump_format.files import RECORDS_FILE
 
 log = logging.getLogger(__name__)
 

@@ -34,8 +34,6 @@ from typing import Any
 import numpy as np
 
 from tscore.compare.pairs import percent_cell, shape_cell
-from tscore.dump.names import CallName
-from tscore.dump.stacks import where_in_user_code
 from tscore.dump_compare.calls import neutral_dtype_of, shape_of, split_entry_name
 from tscore.dump_compare.pairing import CallPair, pair_items
 from tscore.dump_compare.row_stream import csv_block, requires_grad_cells
@@ -47,6 +45,8 @@ from tscore.dump_compare.verdicts import (
     judge_in_order,
     largest,
 )
+from tscore.dump_format.names import CallName
+from tscore.dump_format.stacks import where_in_user_code
 
 Record = tuple[str, CallName, Any, Any]  # a call's record name, its name taken apart, both runs' bodies
 

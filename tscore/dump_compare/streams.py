@@ -20,8 +20,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tscore.dump.names import MODULE_PREFIX, CallName, parse_name
-from tscore.dump.reading import read_lines_at, read_stacks, stack_of
 from tscore.dump_compare.calls import READ_AT_ONCE, Call, DumpSource
 from tscore.dump_compare.msprobe_format import (
     fill_msprobe_record,
@@ -33,6 +31,8 @@ from tscore.dump_compare.msprobe_format import (
 )
 from tscore.dump_compare.sources import detect
 from tscore.dump_compare.tscore_format import fill_tscore_call, tscore_call, tscore_name, tscore_source
+from tscore.dump_format.names import MODULE_PREFIX, CallName, parse_name
+from tscore.dump_format.reading import read_lines_at, read_stacks, stack_of
 
 log = logging.getLogger(__name__)
 

@@ -8,9 +8,6 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tscore.dump.names import CallName
-from tscore.dump.reading import parse_line, read_info, read_lines_at, read_stacks, stack_of
-from tscore.dump.writer import TENSORS_FOLDER
 from tscore.dump_compare.calls import (
     READ_AT_ONCE,
     Call,
@@ -23,6 +20,9 @@ from tscore.dump_compare.calls import (
     shape_of,
     split_entry_name,
 )
+from tscore.dump_format.files import TENSORS_FOLDER
+from tscore.dump_format.names import CallName
+from tscore.dump_format.reading import parse_line, read_info, read_lines_at, read_stacks, stack_of
 from tscore.json_members import FileText
 
 log = logging.getLogger(__name__)

@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tscore.dump.names import CallName
-from tscore.dump.stacks import where_in_user_code
 from tscore.dump_compare.pairing import CallPair
 from tscore.dump_compare.rows import Row
+from tscore.dump_format.names import CallName
+from tscore.dump_format.stacks import where_in_user_code
 
 AMPLIFIED = 10.0
 # APIs whose inputs after the first are a layer's parameters, and the keyword names of parameters

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from tscore import json_lines
-from tscore.dump.names import canonical
-from tscore.dump.writer import INFO_FILE, RECORDS_FILE, STACKS_FILE, TENSORS_FOLDER
+from tscore.dump_format.files import INFO_FILE, RECORDS_FILE, STACKS_FILE, TENSORS_FOLDER
+from tscore.dump_format.names import canonical
 from tscore.json_files import parse_json, read_side_json
 
 log = logging.getLogger(__name__)
