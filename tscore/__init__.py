@@ -11,10 +11,8 @@ has been told how to treat them (:mod:`tscore.contract.runtime`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from tscore.contract.runtime import Runtime
 from tscore.contract.tensors import TensorMeta
 from tscore.errors import (
     InvalidNameError,
@@ -24,7 +22,7 @@ from tscore.errors import (
     UnsupportedObjectError,
 )
 from tscore.hookspecs import hookimpl
-from tscore.plugins import provide_runtime, register_plugin, unregister_plugin
+from tscore.plugins import register_plugin, unregister_plugin
 from tscore.seeding import seed_all
 from tscore.tensors import from_numpy, is_tensor, tensor_meta, to_numpy
 from tscore.version import __version__
@@ -61,16 +59,26 @@ if TYPE_CHECKING:
     from tscore.widget import fix_random
 
 
-def _traced() -> tuple[Callable[..., object], ...]:
-    """Return the functions a compiler must translate, not run: ``save_grad`` (when a backend asks)."""
-    from tscore.saving import save_grad
+def _provide_runtime() -> None:
+    """Tell every backend, registered from now on, how a compiler treats tscore (``ts_prepare_runtime``).
 
-    return (save_grad,)
+    tscore's functions run at run time in compiled code; ``save_grad`` is translated instead. It
+    is looked up only when a backend asks, so this import still loads no saving code.
+    """
+    from collections.abc import Callable
+
+    from tscore.contract.runtime import Runtime
+    from tscore.plugins import provide_runtime
+
+    def traced() -> tuple[Callable[..., object], ...]:
+        from tscore.saving import save_grad
+
+        return (save_grad,)
+
+    provide_runtime(Runtime(package=__name__, traced_from=traced))
 
 
-# Every backend, registered from now on, learns that tscore's functions run at run time in compiled
-# code and that save_grad is translated (ts_prepare_runtime). Provided here, before any plugin loads.
-provide_runtime(Runtime(package=__name__, traced_from=_traced))
+_provide_runtime()  # here, before any plugin can load
 
 _MODULES = ("migrator", "dump", "ptdbg", "widget")
 _PREPARED_FUNCTIONS = ("save", "save_grad", "reset_save_id")

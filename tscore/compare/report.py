@@ -318,9 +318,9 @@ class CompareReport(BaseModel):
         :param metric: the error metric charted first (``max_rel``, ``cosine_distance``, ``max_abs``).
         :raises TargetPathError: naming the path, when its folder is missing or not writable.
         """
-        from tscore.html_report.page import write_page
+        from tscore.html_report import write_html
 
-        return write_page(self.to_page(), path, metric)
+        return write_html(self, path, metric)
 
     def to_page(self) -> ReportPage:
         """Return this report's page data, which :mod:`tscore.html_report` renders."""
