@@ -64,6 +64,8 @@ HOOK_METHODS: dict[str, tuple[str | tuple[str, ...], ...]] = {
     "ts_layer_params": ("model_types", ("layer_params", "named_layers")),
     "ts_named_layers": ("model_types", "named_layers"),
     "ts_install_module_hooks": ("model_types", "install_module_hooks"),
+    "ts_layer_layout": ("model_types", "layer_layout"),
+    "ts_layer_training": ("model_types",),
     "ts_run_forward": ("model_types", "run_forward"),
     "ts_load_checkpoint": ("load_checkpoint",),
     "ts_checkpoint_suffixes": (("load_checkpoint", "save_checkpoint"),),
@@ -224,6 +226,15 @@ class Backend:
     def install_module_hooks(self, model: Any, recorder: ModuleRecorder) -> HookHandles:
         """Answer ``ts_install_module_hooks`` for one of your networks."""
         raise NotImplementedError
+
+    def layer_layout(self, layer: Any, kind: str) -> str | None:
+        """Answer ``ts_layer_layout``: ``"NCHW"``, ``"NHWC"``... for one of your layers; None when unknown."""
+        return None
+
+    def layer_training(self, layer: Any) -> bool | None:
+        """Answer ``ts_layer_training``; by default the layer's ``training`` attribute when it is a bool."""
+        mode = getattr(layer, "training", None)
+        return mode if isinstance(mode, bool) else None
 
     def run_forward(self, model: Any, args: Sequence[Any], kwargs: Mapping[str, Any], train: bool) -> Any:
         """Answer ``ts_run_forward`` for one of your networks."""
@@ -410,6 +421,16 @@ class Backend:
     def ts_install_module_hooks(self, model: object, recorder: ModuleRecorder) -> HookHandles | None:
         """Report every layer call of one of your networks."""
         return self.install_module_hooks(model, recorder) if self.owns_model(model) else None
+
+    @hookimpl
+    def ts_layer_layout(self, layer: object, kind: str) -> str | None:
+        """Say in which axis order one of your layers computes."""
+        return self.layer_layout(layer, kind) if self.owns_model(layer) else None
+
+    @hookimpl
+    def ts_layer_training(self, layer: object) -> bool | None:
+        """Say whether one of your layers is in training mode."""
+        return self.layer_training(layer) if self.owns_model(layer) else None
 
     @hookimpl
     def ts_run_forward(

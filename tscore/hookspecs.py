@@ -697,6 +697,42 @@ def ts_named_layers(model: object) -> Sequence[LayerInfo] | None:
 
 
 @hookspec(firstresult=True)
+def ts_layer_layout(layer: object, kind: str) -> str | None:
+    """Say in which axis order ``layer`` takes and returns its activations.
+
+    ``firstresult``: return ``None`` when ``layer`` is not yours, or when
+    you cannot tell (a ReLU, which takes whatever it is given). ``kind`` is
+    the neutral kind :func:`ts_named_layers` gave the layer. Answer with one
+    capital letter per axis (:mod:`tscore.layouts`): ``N`` the batch, ``C``
+    the channels, then spatial letters: ``"NCHW"`` for a channels-first 2-d
+    layer (torch's, the neutral form), ``"NHWC"`` for a channels-last one
+    (Paddle's ``Conv2D(data_format="NHWC")``, Flax), ``"NLC"`` for a
+    channels-last 1-d one. The layout applies to the layer's tensors of its
+    rank; a ``[N, C]`` tensor reads the same in any layout.
+
+    The difference finder compares and replays layers in the neutral
+    layout, so a channels-last port is compared axis by axis with its
+    channels-first original. Where neither side declares a layout and two
+    tensors' shapes are permutations of each other, it says it cannot tell
+    rather than compare values that are not in the same places.
+    """
+
+
+@hookspec(firstresult=True)
+def ts_layer_training(layer: object) -> bool | None:
+    """Say whether ``layer`` is in training mode (dropout active, BatchNorm using batch statistics).
+
+    ``firstresult``: return ``None`` when ``layer`` is not yours, or when
+    your framework keeps no mode per layer. The core reads every layer's
+    mode before and after it runs a network (:func:`ts_run_forward` must give
+    each layer its own mode back) and warns, naming the layer, when one
+    changed; the conformance kit checks it the same way, so a framework
+    whose mode is not a ``training`` attribute (Flax's ``deterministic``,
+    ``use_running_average``) answers here.
+    """
+
+
+@hookspec(firstresult=True)
 def ts_install_module_hooks(model: object, recorder: ModuleRecorder) -> HookHandles | None:
     """Report every layer call of ``model`` to ``recorder`` until the returned handles are removed.
 

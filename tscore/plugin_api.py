@@ -26,6 +26,8 @@ report machinery.
   :func:`torch_style_named_layers`, :func:`torch_style_layer_params`,
   :func:`torch_style_kind` and :func:`torch_style_config` (the layers of any
   backend with torch's module API, given its ``nn`` namespace),
+  :func:`layout_from_attributes` (a layer's layout from its ``data_format``),
+  :data:`NEUTRAL_KINDS` and :func:`kind_family` (the neutral layer kinds),
   :data:`TORCH_STYLE_NOT_COMPUTING` (the tensor methods of torch's API that an
   API dump leaves out),
   :func:`neutral_dtype` and :data:`NEUTRAL_DTYPES`, :func:`restricted_unpickle`
@@ -42,6 +44,7 @@ from tscore.backend import Backend
 from tscore.contract.checkpoints import CheckpointContents, CheckpointReadError
 from tscore.contract.graph import GraphInput, GraphNode
 from tscore.contract.kernels import KernelCall, KernelTensor
+from tscore.contract.kinds import NEUTRAL_KINDS, NeutralKind, kind_family
 from tscore.contract.layers import HookHandles, LayerInfo, ModuleRecorder
 from tscore.contract.recorders import ApiRecorder
 from tscore.contract.runtime import Runtime
@@ -52,6 +55,7 @@ from tscore.dtypes import NEUTRAL_DTYPES, neutral_dtype
 from tscore.errors import StepStopped, TscoreError, UnsupportedObjectError
 from tscore.hookspecs import PROJECT_NAME, hookimpl, hookspec
 from tscore.json_files import read_package_json
+from tscore.layouts import from_attributes as layout_from_attributes
 from tscore.module_hooks import hook_layers, kind_by_class, training_modes_restored
 from tscore.npy_files import write_atomic
 from tscore.safe_pickle import UnsafePickleError, restricted_unpickle
@@ -68,6 +72,7 @@ from tscore.value_transforms import ValueTransform
 
 __all__ = [
     "NEUTRAL_DTYPES",
+    "NEUTRAL_KINDS",
     "PROJECT_NAME",
     "TORCH_STYLE_KINDS",
     "ApiRecorder",
@@ -78,6 +83,7 @@ __all__ = [
     "GraphInput",
     "GraphNode",
     "HookHandles",
+    "NeutralKind",
     "KernelCall",
     "KernelTensor",
     "LayerInfo",
@@ -100,6 +106,8 @@ __all__ = [
     "hookimpl",
     "hookspec",
     "kind_by_class",
+    "kind_family",
+    "layout_from_attributes",
     "map_arrays",
     "neutral_dtype",
     "restricted_unpickle",

@@ -66,6 +66,7 @@ HELPERS = (
     "tscore.json_files",
     "tscore.json_lines",
     "tscore.json_members",
+    "tscore.layouts",
     "tscore.models",
     "tscore.module_hooks",
     "tscore.naming",

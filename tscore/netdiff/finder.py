@@ -16,19 +16,27 @@ import logging
 import math
 import os
 import time
-from typing import Any
 
 from tscore.checkpoint.weight_map import WeightMap, build_weight_map, load_weight_map
 from tscore.compare.engine import compare_arrays
 from tscore.compare.pairs import PairResult, PairStatus
 from tscore.compare.report import print_report
+from tscore.contract.layers import LayerInfo
 from tscore.contract.settings import RunSetting
 from tscore.models import model_info
+from tscore.netdiff.call_layouts import LayoutBook
 from tscore.netdiff.inputs import Case, describe, input_cases
 from tscore.netdiff.locate import locate, setting_diffs
-from tscore.netdiff.pairing import LayerPair, pair_layers
+from tscore.netdiff.pairing import LayerPair, in_call_order, pair_layers
 from tscore.netdiff.recorded import RecordedNetwork
-from tscore.netdiff.recording import NetRunError, record_run, run_network
+from tscore.netdiff.recording import (
+    CallRecorder,
+    NetRunError,
+    changed_modes,
+    layer_modes,
+    record_run,
+    run_network,
+)
 from tscore.netdiff.report import CaseRun, Labels, LayerRow, LayerStatus, NetDiffReport
 from tscore.netdiff.weights import AUTO_CONV_MODES, identity_map, model_state, set_weights
 from tscore.plugins import hook
@@ -176,6 +184,7 @@ class NetDifferenceFinder:
         self.compare_params = bool(compare_params)
         self.fix_seed = fix_seed
         self.locate = locate
+        self._orders: list[CallRecorder | None] = [None, None]
         self._weight_map = (
             load_weight_map(weight_map) if isinstance(weight_map, (str, os.PathLike)) else weight_map
         )
@@ -217,10 +226,13 @@ class NetDifferenceFinder:
         if self.fix_seed is not None:
             seed_all(self.fix_seed)
 
-    def _pairs(self) -> tuple[list[LayerPair], list[Any]]:
-        orig_layers = list(hook().ts_named_layers(model=self.pt_net))
-        target_layers = list(hook().ts_named_layers(model=self.ms_net))
-        return pair_layers(orig_layers, target_layers, self.weight_map()), target_layers
+    def _layers(self) -> tuple[list[LayerInfo], list[LayerInfo]]:
+        """Both networks' layers, in the order they were called when a run was tracked (listed order else)."""
+        layers = []
+        for net, order in zip((self.pt_net, self.ms_net), self._orders, strict=True):
+            listed = list(hook().ts_named_layers(model=net))
+            layers.append(in_call_order(listed, order.first_calls()) if order is not None else listed)
+        return layers[0], layers[1]
 
     def compare(
         self,
@@ -252,6 +264,8 @@ class NetDifferenceFinder:
         report = NetDiffReport(
             rtol=rtol, atol=atol, equal_nan=equal_nan, orig_label=labels[0], target_label=labels[1]
         )
+        self._orders = [None, None]
+        modes = [layer_modes(layers) for layers in self._layers()]
         mapping = self.weight_map() if (self.auto_conv_ckpt or self.compare_params) else None
         report.weights = set_weights(
             self.pt_net,
@@ -271,14 +285,16 @@ class NetDifferenceFinder:
                 first_failing = index
         self._note_settings(report)
         wanted = self.locate if locate is None else locate
-        pairs, target_layers = self._pairs()
+        orig_layers, target_layers = self._layers()
+        pairs = pair_layers(orig_layers, target_layers, self.weight_map())
         report.alignment = [match.to_dict() for match in self.weight_map().alignment]
         report.settings_differ = _settings_rows(pairs)
         target = first_failing
         if wanted and target is None:
             target = 0
         if wanted is not False and target is not None and report.cases[target].failure is None:
-            self._locate(target, cases[target], pairs, target_layers, report)
+            self._locate(target, cases[target], pairs, (orig_layers, target_layers), report)
+        self._check_modes(modes, report.labels)
         if self.print_level:
             print_report(report.render(self.print_level))
         return report
@@ -307,29 +323,53 @@ class NetDifferenceFinder:
                 report.run_settings_differ, max(angles) if angles else None
             )
 
+    def _check_modes(self, before: list[dict[str, bool | None]], labels: Labels) -> None:
+        """Warn, naming the layers, when running a network left a layer in another mode than it had."""
+        for label, modes, layers in zip(labels, before, self._layers(), strict=True):
+            changed = changed_modes(modes, layer_modes(layers))
+            if changed:
+                log.warning(
+                    "running the %s network left %d layer(s) in another mode: %s; its plugin's "
+                    "ts_run_forward must give every layer its own mode back",
+                    label,
+                    len(changed),
+                    ", ".join(changed[:5]),
+                )
+
     def _run_case(self, index: int, case: Case, report: NetDiffReport) -> list[PairResult] | None:
         run = CaseRun(case=index, inputs=describe(case))
         report.cases.append(run)
+        orders: tuple[CallRecorder | None, CallRecorder | None] = (None, None)
+        if index == 0:  # the first case also says in which order each network calls its layers
+            orders = (CallRecorder(keep_values=False), CallRecorder(keep_values=False))
         try:
             self._seed()
             began = time.perf_counter()
-            orig_out = run_network(self.pt_net, case, report.orig_label)
+            orig_out = run_network(self.pt_net, case, report.orig_label, orders[0])
             run.orig_seconds = time.perf_counter() - began
             self._seed()
             began = time.perf_counter()
-            target_out = run_network(self.ms_net, case, report.target_label)
+            target_out = run_network(self.ms_net, case, report.target_label, orders[1])
             run.target_seconds = time.perf_counter() - began
         except NetRunError as exc:
             run.failure = exc.failure
             log.warning("case %d: %s", index, exc)
             return None
+        finally:
+            if index == 0:
+                self._orders = list(orders)
         tol = (report.rtol, report.atol, report.equal_nan)
         rows = _output_rows(index, orig_out, target_out, tol, report.labels)
         report.outputs.extend(rows)
         return rows
 
     def _locate(
-        self, index: int, case: Case, pairs: list[LayerPair], target_layers: list[Any], report: NetDiffReport
+        self,
+        index: int,
+        case: Case,
+        pairs: list[LayerPair],
+        layers: tuple[list[LayerInfo], list[LayerInfo]],
+        report: NetDiffReport,
     ) -> None:
         try:
             self._seed()
@@ -340,7 +380,8 @@ class NetDifferenceFinder:
             report.location_note = f"the layers could not be recorded: {exc}"
             return
         tol = (report.rtol, report.atol, report.equal_nan)
-        found = locate(orig_run, target_run, pairs, target_layers, tol, report.labels)
+        book = LayoutBook(*layers)
+        found = locate(orig_run, target_run, pairs, layers[1], tol, report.labels, book)
         report.located_case = index
         report.layers = found.rows
         report.first_divergence = found.first

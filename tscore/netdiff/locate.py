@@ -30,7 +30,10 @@ import numpy as np
 
 from tscore.compare.engine import compare_arrays
 from tscore.compare.pairs import PairResult
+from tscore.contract.kinds import kind_family
 from tscore.contract.layers import LayerInfo
+from tscore.layouts import reordered
+from tscore.netdiff.call_layouts import AS_GIVEN, CallLayouts, LayoutBook
 from tscore.netdiff.pairing import LayerPair
 from tscore.netdiff.recording import CallRecorder, LayerCall, exception_line
 from tscore.netdiff.report import Divergence, Labels, LayerRow, LayerStatus, SettingDiff
@@ -53,11 +56,11 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def setting_diffs(pair: LayerPair) -> list[SettingDiff]:
-    """List the settings both layers state that differ.
+    """List the settings both layers state that differ, for two layers of one family (any ranks).
 
     ``"same"`` padding against explicit pads is left to the values: it depends on the input size.
     """
-    if pair.orig.kind != pair.target.kind:
+    if kind_family(pair.orig.kind) != kind_family(pair.target.kind):
         return []
     orig_config, target_config = pair.orig.config, pair.target.config
     diffs = []
@@ -87,22 +90,29 @@ def _largest(rows: list[PairResult]) -> float | None:
 
 
 def _compare_outputs(
-    orig_out: Any, target_out: Any, tol: Tolerances, labels: Labels
+    orig_out: Any, target_out: Any, tol: Tolerances, labels: Labels, layouts: CallLayouts = AS_GIVEN
 ) -> tuple[list[PairResult], list[str]]:
-    """Compare output leaves paired by path (by order when the paths differ); note leaves on one side only."""
+    """Compare output leaves paired by path (by order when the paths differ); note leaves on one side only.
+
+    Each side's leaves are read in the neutral layout first (``layouts``).
+    """
     rtol, atol, equal_nan = tol
     pairs, orig_only, target_only = pair_leaves(orig_out, target_out)
     notes = [f"{labels[0]} output {name} has no {labels[1]} counterpart" for name, _ in orig_only]
     notes += [f"{labels[1]} output {name} has no {labels[0]} counterpart" for name, _ in target_only]
     rows = [
-        compare_arrays(x, y, rtol, atol, equal_nan, orig_name=a, target_name=b)
+        compare_arrays(
+            layouts.read(x, 0), layouts.read(y, 1), rtol, atol, equal_nan, orig_name=a, target_name=b
+        )
         for a, x, b, y in pairs
         if x.dtype.kind in "biufV" and y.dtype.kind in "biufV"
     ]
     return rows, notes
 
 
-def _input_error(orig_call: LayerCall, target_call: LayerCall, tol: Tolerances) -> tuple[bool, float | None]:
+def _input_error(
+    orig_call: LayerCall, target_call: LayerCall, tol: Tolerances, layouts: CallLayouts = AS_GIVEN
+) -> tuple[bool, float | None]:
     """Whether a layer's inputs agree within tolerance, and their largest |difference|.
 
     Only these two numbers are reported for inputs, so they are computed
@@ -116,7 +126,8 @@ def _input_error(orig_call: LayerCall, target_call: LayerCall, tol: Tolerances) 
         return False, None
     rtol, atol, equal_nan = tol
     agree, largest = True, 0.0
-    for x, y in zip(left, right, strict=True):
+    for raw_x, raw_y in zip(left, right, strict=True):
+        x, y = layouts.read(raw_x, 0), layouts.read(raw_y, 1)
         if x.size != y.size:
             return False, None
         if x.dtype.kind not in "biufV" or y.dtype.kind not in "biufV":
@@ -134,8 +145,18 @@ class ReplayError(Exception):
     """The target layer cannot be run on the orig layer's inputs."""
 
 
-def replay(target_layer: object, orig_call: LayerCall, target_call: LayerCall, labels: Labels) -> object:
-    """Run the target layer on the orig call's inputs, cast to the target call's dtypes and shapes."""
+def replay(
+    target_layer: object,
+    orig_call: LayerCall,
+    target_call: LayerCall,
+    labels: Labels,
+    layouts: CallLayouts = AS_GIVEN,
+) -> object:
+    """Run the target layer on the orig call's inputs in its layout, cast to its call's dtypes and shapes.
+
+    The inputs are moved into the target's layout (``layouts``); one of another shape that holds as
+    many values is reshaped only when no layout moves its axes (a ``[N, 1, C]`` against ``[N, C]``).
+    """
     given = array_leaves((orig_call.args, orig_call.kwargs))
     structure = (target_call.args, target_call.kwargs)
     expected = array_leaves(structure)
@@ -143,7 +164,8 @@ def replay(target_layer: object, orig_call: LayerCall, target_call: LayerCall, l
         raise ReplayError(f"{labels[0]} passed {len(given)} tensors, {labels[1]} {len(expected)}")
     arrays = []
     for index, (source, like) in enumerate(zip(given, expected, strict=False)):
-        if source.size != like.size:
+        source = layouts.into_target(source)
+        if source.size != like.size or reordered(source.shape, like.shape):
             raise ReplayError(
                 f"input {index} has shape {source.shape} in {labels[0]}, {like.shape} in {labels[1]}"
             )
@@ -192,6 +214,8 @@ class _Compared:
     inputs_agree: bool
     has_paired_children: bool
     unpaired_inside: list[str] = field(default_factory=list)  # layers inside it that found no twin
+    uncompared_inside: list[str] = field(default_factory=list)  # layers inside it whose layouts are unknown
+    layouts: CallLayouts = AS_GIVEN
     replayed: object = None
     replay_error: str = ""
 
@@ -213,22 +237,107 @@ def _unpaired_inside(calls: Sequence[LayerCall], paired: set[str]) -> dict[int, 
     """For each orig call, the paths of the layers called inside it that found no twin (outermost first)."""
     inside: dict[int, list[str]] = {}
     for call in calls:
-        if call.path in paired:
-            continue
-        parent = call.parent
-        while parent is not None:
-            found = inside.setdefault(parent, [])
-            if call.path not in found:
-                found.append(call.path)
-            parent = calls[parent].parent
+        if call.path not in paired:
+            _mark_ancestors(call, calls, inside)
     return inside
 
 
 def _replay_into(entry: _Compared, target_objects: dict[str, object], labels: Labels) -> None:
     try:
-        entry.replayed = replay(target_objects[entry.pair.target.path], entry.call, entry.target_call, labels)
+        target = target_objects[entry.pair.target.path]
+        entry.replayed = replay(target, entry.call, entry.target_call, labels, entry.layouts)
     except ReplayError as exc:
         entry.replay_error = str(exc)
+
+
+def _mark_ancestors(call: LayerCall, calls: Sequence[LayerCall], inside: dict[int, list[str]]) -> None:
+    """Note ``call``'s path in the list of every call that holds it."""
+    parent = call.parent
+    while parent is not None:
+        found = inside.setdefault(parent, [])
+        if call.path not in found:
+            found.append(call.path)
+        parent = calls[parent].parent
+
+
+@dataclass
+class _Context:
+    """What comparing one paired call needs besides the call."""
+
+    orig_run: CallRecorder
+    by_orig: dict[str, LayerPair]
+    target_calls: dict[tuple[str, int], LayerCall]
+    tol: Tolerances
+    labels: Labels
+    layouts: LayoutBook | None
+    unpaired_inside: dict[int, list[str]]
+    uncompared_inside: dict[int, list[str]] = field(default_factory=dict)
+
+
+def _compare_call(call: LayerCall, pair: LayerPair, context: _Context) -> tuple[LayerRow, _Compared | None]:
+    """Compare one paired call: its row, and the entry to judge (None when there is nothing to judge)."""
+    labels = context.labels
+    base: dict[str, Any] = {
+        "orig_path": call.path,
+        "target_path": pair.target.path,
+        "orig_type": call.type_name,
+        "target_type": pair.target.type_name,
+        "call": call.index,
+        "paired_by": pair.paired_by,
+        "settings": setting_diffs(pair),
+    }
+    target_call = context.target_calls.get((pair.target.path, call.index))
+    if target_call is None or target_call.end is None:
+        note = f"the {labels[1]} layer made no such call"
+        return LayerRow(status=LayerStatus.NOT_CALLED, note=note, **base), None
+    layouts = AS_GIVEN
+    if context.layouts is not None:
+        layouts = context.layouts.of((pair.orig.path, pair.target.path), call, target_call)
+    if layouts.unknown:
+        _mark_ancestors(call, context.orig_run.calls, context.uncompared_inside)
+        return LayerRow(status=LayerStatus.UNKNOWN, note=layouts.unknown, **base), None
+    out_rows, notes = _compare_outputs(call.output, target_call.output, context.tol, labels, layouts)
+    kinds = pair.orig.kind, pair.target.kind
+    if kinds[0] and kinds[1] and kinds[0] != kinds[1]:
+        notes.insert(0, f"paired with a layer of another kind ({kinds[0]} / {kinds[1]}), by {pair.paired_by}")
+    notes += [layouts.note()] if layouts.note() else []
+    inputs_agree, inherited = _input_error(call, target_call, context.tol, layouts)
+    if inherited is None:
+        notes.append("the layers' inputs do not line up (number or sizes of tensors)")
+    outputs_agree = all(r.passed for r in out_rows)
+    if not outputs_agree and layouts.loses_order(call, target_call):
+        _mark_ancestors(call, context.orig_run.calls, context.uncompared_inside)
+        notes.append(LOST_ORDER)
+        return LayerRow(
+            status=LayerStatus.UNKNOWN, inherited_error=inherited, note="; ".join(notes), **base
+        ), None
+    row = LayerRow(
+        status=LayerStatus.OK,
+        output=_worst(out_rows),
+        inherited_error=inherited,
+        note="; ".join(notes),
+        **base,
+    )
+    calls, by_orig = context.orig_run.calls, context.by_orig
+    entry = _Compared(
+        call,
+        target_call,
+        pair,
+        row,
+        outputs_agree=outputs_agree,
+        inputs_agree=inputs_agree,
+        has_paired_children=any(by_orig.get(calls[child].path) for child in call.children),
+        unpaired_inside=context.unpaired_inside.get(call.start, []),
+        uncompared_inside=context.uncompared_inside.get(call.start, []),
+        layouts=layouts,
+    )
+    return row, entry
+
+
+LOST_ORDER = (
+    "cannot tell whether it differs: it merges axes that the two sides order differently (a channels-last "
+    "tensor flattened against a channels-first one), so its outputs hold the same values in other places"
+)
 
 
 def locate(
@@ -238,14 +347,15 @@ def locate(
     target_layers: Sequence[LayerInfo],
     tol: Tolerances,
     labels: Labels = ("orig", "target"),
+    layouts: LayoutBook | None = None,
 ) -> Location:
     """Compare every paired layer call and name the first that diverges.
 
     The leaves whose outputs disagree are replayed first, all of them, and
     their outputs read afterwards, so an asynchronous framework waits once.
+    Each call is read in the layouts ``layouts`` finds for it (as given without it).
     """
     by_orig = {pair.orig.path: pair for pair in pairs}
-    target_calls = {(call.path, call.index): call for call in target_run.calls}
     target_objects = {layer.path: layer.layer for layer in target_layers}
     location = Location()
     paired_target = {pair.target.path for pair in pairs}
@@ -253,61 +363,36 @@ def locate(
         "orig": sorted({c.path for c in orig_run.calls if c.path not in by_orig}),
         "target": sorted({c.path for c in target_run.calls if c.path not in paired_target}),
     }
-    unpaired_inside = _unpaired_inside(orig_run.calls, set(by_orig))
+    context = _Context(
+        orig_run=orig_run,
+        by_orig=by_orig,
+        target_calls={(call.path, call.index): call for call in target_run.calls},
+        tol=tol,
+        labels=labels,
+        layouts=layouts,
+        unpaired_inside=_unpaired_inside(orig_run.calls, set(by_orig)),
+    )
     entries: list[_Compared] = []
-    ordered = sorted((c for c in orig_run.calls if c.end is not None), key=lambda c: c.end or 0)
-    for call in ordered:
+    for call in sorted((c for c in orig_run.calls if c.end is not None), key=lambda c: c.end or 0):
         pair = by_orig.get(call.path)
         if pair is None:
             continue
-        base: dict[str, Any] = {
-            "orig_path": call.path,
-            "target_path": pair.target.path,
-            "orig_type": call.type_name,
-            "target_type": pair.target.type_name,
-            "call": call.index,
-            "paired_by": pair.paired_by,
-            "settings": setting_diffs(pair),
-        }
-        kinds = pair.orig.kind, pair.target.kind
-        other_kind = f"paired with a layer of another kind ({kinds[0]} / {kinds[1]}), by {pair.paired_by}"
-        target_call = target_calls.get((pair.target.path, call.index))
-        if target_call is None or target_call.end is None:
-            location.rows.append(
-                LayerRow(
-                    status=LayerStatus.NOT_CALLED, note=f"the {labels[1]} layer made no such call", **base
-                )
-            )
-            continue
-        out_rows, notes = _compare_outputs(call.output, target_call.output, tol, labels)
-        if kinds[0] and kinds[1] and kinds[0] != kinds[1]:
-            notes.insert(0, other_kind)
-        inputs_agree, inherited = _input_error(call, target_call, tol)
-        if inherited is None:
-            notes.append("the layers' inputs do not line up (number or sizes of tensors)")
-        row = LayerRow(
-            status=LayerStatus.OK,
-            output=_worst(out_rows),
-            inherited_error=inherited,
-            note="; ".join(notes),
-            **base,
-        )
+        row, entry = _compare_call(call, pair, context)
         location.rows.append(row)
-        entry = _Compared(
-            call,
-            target_call,
-            pair,
-            row,
-            outputs_agree=all(r.passed for r in out_rows),
-            inputs_agree=inputs_agree,
-            has_paired_children=any(by_orig.get(orig_run.calls[child].path) for child in call.children),
-            unpaired_inside=unpaired_inside.get(call.start, []),
-        )
+        if entry is None:
+            continue
         entries.append(entry)
         if not entry.outputs_agree and not entry.has_paired_children:
             _replay_into(entry, target_objects, labels)
     _judge(entries, orig_run.calls, target_objects, tol, location, labels)
-    if location.first is None and any(r.status is not LayerStatus.OK for r in location.rows):
+    if location.first is None and context.uncompared_inside:
+        count = sum(r.status is LayerStatus.UNKNOWN for r in location.rows)
+        location.note = (
+            f"cannot tell which layer differs: {count} layer call(s) could not be compared, since the two "
+            "sides hold their tensors in layouts no backend declares (see the layers marked unknown); a "
+            "backend declares them with ts_layer_layout"
+        )
+    elif location.first is None and any(r.status is not LayerStatus.OK for r in location.rows):
         location.note = "no paired layer diverges on its own; see the layers marked unknown or not_called"
     return location
 
@@ -334,6 +419,16 @@ def _judge(
             row.status = LayerStatus.INHERITS
             row.note = "; ".join(filter(None, [row.note, "not replayed: its inputs differ already"]))
             continue
+        if entry.has_paired_children and entry.uncompared_inside:
+            row.status = LayerStatus.UNKNOWN
+            names = ", ".join(entry.uncompared_inside[:5]) + (
+                ", ..." if len(entry.uncompared_inside) > 5 else ""
+            )
+            note = (
+                f"cannot tell whether it differs on its own: layers inside it could not be compared ({names})"
+            )
+            row.note = "; ".join(filter(None, [row.note, note]))
+            continue
         if entry.has_paired_children:  # a container whose layers all agree on their own: replay it whole
             _replay_into(entry, target_objects, labels)
         if entry.replay_error:
@@ -342,7 +437,7 @@ def _judge(
             if entry.inputs_agree:
                 row.own_error = row.output.max_abs_diff if row.output else None
         else:
-            own_rows, _ = _compare_outputs(call.output, entry.replayed, tol, labels)
+            own_rows, _ = _compare_outputs(call.output, entry.replayed, tol, labels, entry.layouts)
             row.own = _worst(own_rows)
             row.own_error = _largest(own_rows)
             own_fails = not own_rows or not all(r.passed for r in own_rows)

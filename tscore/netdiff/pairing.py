@@ -12,8 +12,11 @@
 3. Layers at the same path pair (the usual case: a migration keeps the
    attribute names).
 4. The rest pair by order within their already paired parents, matching
-   neutral kinds first (``relu`` with ``relu``), then leftovers one for one
-   when as many remain on each side.
+   kinds of one family first (``relu`` with ``relu``, ``batchnorm2d`` with
+   ``batchnorm``), then leftovers one for one when as many remain on each
+   side. The order is the order of the calls when the networks ran
+   (:func:`in_call_order`), so a framework that lists a layer's attributes
+   in another order (sorted, or re-sorted after an update) pairs the same.
 5. Leaves still free where the two trees nest differently (a ``ReLU6``
    inside a ``ConvBNReLU`` block on one side, in a flat ``SequentialCell`` on
    the other) pair the same way between the leaves already paired.
@@ -27,6 +30,7 @@ from itertools import pairwise
 
 from tscore.checkpoint.layer_alignment import AMBIGUOUS, STRUCTURE, longest_increasing
 from tscore.checkpoint.weight_map import WeightMap
+from tscore.contract.kinds import kind_family, kind_role
 from tscore.contract.layers import LayerInfo
 
 
@@ -78,28 +82,11 @@ def _through_weights(layer: LayerInfo, weight_map: WeightMap, target_paths: set[
 
 
 CONTAINER_KINDS = {"sequential", "modulelist", "moduledict"}
-# kinds that play one role: a port may swap one for another (ReLU6 for ReLU), and the two should pair
-ACTIVATIONS = {
-    "relu",
-    "relu6",
-    "leaky_relu",
-    "gelu",
-    "silu",
-    "sigmoid",
-    "tanh",
-    "hswish",
-    "hsigmoid",
-    "elu",
-    "prelu",
-}
-POOLINGS = {
-    f"{k}{d}d" for k in ("maxpool", "avgpool", "adaptive_avgpool", "adaptive_maxpool") for d in (1, 2, 3)
-}
 
 
-def _role(kind: str) -> str:
-    """Say what role a kind plays (``activation``, ``pooling``), or the kind itself."""
-    return "activation" if kind in ACTIVATIONS else "pooling" if kind in POOLINGS else kind
+def _alike(a: LayerInfo, b: LayerInfo) -> bool:
+    """Say whether two layers are of one family (``batchnorm2d`` and ``batchnorm``), whatever their ranks."""
+    return bool(a.kind) and kind_family(a.kind) == kind_family(b.kind)
 
 
 def _is_container(layer: LayerInfo) -> bool:
@@ -159,7 +146,7 @@ def _by_contents(
 def _align(
     orig_children: list[LayerInfo], target_children: list[LayerInfo], leftovers: bool = True
 ) -> list[tuple[LayerInfo, LayerInfo]]:
-    """Pair two lists of layers in order: longest common run of equal kinds, then leftovers one for one.
+    """Pair two lists of layers in order: longest common run of one family, then leftovers one for one.
 
     Leftovers pair only when both are containers or both are not, and, unless ``leftovers``
     is true, only when their kinds play one role (two activations, two poolings).
@@ -168,12 +155,12 @@ def _align(
     best = [[0] * (m + 1) for _ in range(n + 1)]
     for i in range(n - 1, -1, -1):
         for j in range(m - 1, -1, -1):
-            same = orig_children[i].kind and orig_children[i].kind == target_children[j].kind
+            same = _alike(orig_children[i], target_children[j])
             best[i][j] = best[i + 1][j + 1] + 1 if same else max(best[i + 1][j], best[i][j + 1])
     pairs: list[tuple[LayerInfo, LayerInfo]] = []
     i = j = 0
     while i < n and j < m:
-        if orig_children[i].kind and orig_children[i].kind == target_children[j].kind:
+        if _alike(orig_children[i], target_children[j]):
             pairs.append((orig_children[i], target_children[j]))
             i, j = i + 1, j + 1
         elif best[i + 1][j] >= best[i][j + 1]:
@@ -186,7 +173,7 @@ def _align(
         pairs.extend(
             (a, b)
             for a, b in zip(left_t, left_m, strict=True)
-            if _is_container(a) == _is_container(b) and (leftovers or _role(a.kind) == _role(b.kind))
+            if _is_container(a) == _is_container(b) and (leftovers or kind_role(a.kind) == kind_role(b.kind))
         )
     return pairs
 
@@ -269,3 +256,28 @@ def _leaves_between_anchors(
         free_t = [x for x in target_leaves[j0 + 1 : j1] if x.path not in paired_target and not x.params]
         for orig_leaf, target_leaf in _align(free_o, free_t, leftovers=False):
             add(orig_leaf, target_leaf, "order")
+
+
+def in_call_order(layers: Sequence[LayerInfo], first_calls: dict[str, int]) -> list[LayerInfo]:
+    """Order layers by when they (or, for a layer never called itself, the first layer inside it) first ran.
+
+    ``first_calls`` maps a layer path to the order of its first call. Parents stay before their
+    children; layers never called, with nothing called inside, keep their listed order after the rest.
+    The root stays first.
+    """
+    if not layers:
+        return []
+    earliest: dict[str, float] = {}
+    for layer in layers:
+        when = first_calls.get(layer.path)
+        if when is None:
+            continue
+        for path in (layer.path, *_ancestors(layer.path)):
+            earliest[path] = min(earliest.get(path, when), when)
+    listed = {layer.path: index for index, layer in enumerate(layers)}
+    never = float(len(first_calls) + 1)
+    rest = sorted(
+        layers[1:],
+        key=lambda layer: (earliest.get(layer.path, never), layer.path.count("."), listed[layer.path]),
+    )
+    return [layers[0], *rest]

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import logging
 import traceback
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
 
+from tscore.contract.layers import LayerInfo
 from tscore.errors import TscoreError, UnsupportedObjectError
 from tscore.plugins import hook
 from tscore.structures import as_arrays
@@ -91,6 +92,13 @@ class CallRecorder:
                     as_arrays(call.output),
                 )
             self.defer = False
+
+    def first_calls(self) -> dict[str, int]:
+        """Map each called layer's path to the order in which its first call began."""
+        found: dict[str, int] = {}
+        for call in self.calls:
+            found.setdefault(call.path, call.start)
+        return found
 
     @property
     def running(self) -> LayerCall | None:
@@ -169,11 +177,21 @@ def _failure(exc: BaseException, network: str, running: LayerCall | None) -> Run
     )
 
 
-def run_network(model: object, case: tuple[Any, ...], network: str) -> object:
-    """Run ``model`` on ``case`` in eval mode.
+def run_network(
+    model: object, case: tuple[Any, ...], network: str, order: CallRecorder | None = None
+) -> object:
+    """Run ``model`` on ``case`` in eval mode; with ``order``, note which layers it calls, in order.
 
+    :param order: a recorder (``keep_values=False``) that learns the order of the layer calls.
     :raises NetRunError: when the network raises, naming the layer that was running.
     """
+    if order is not None:
+        try:
+            return run_hooked(model, case, network, order)
+        except UnsupportedObjectError:
+            raise
+        except Exception as exc:
+            raise NetRunError(_failure(exc, network, order.running)) from exc
     try:
         return _forward(model, case, network)
     except UnsupportedObjectError:
@@ -200,3 +218,21 @@ def record_run(model: object, case: tuple[Any, ...], network: str) -> tuple[obje
     except Exception as exc:
         raise NetRunError(_failure(exc, network, recorder.running)) from exc
     return output, recorder
+
+
+def layer_modes(layers: Sequence[LayerInfo]) -> dict[str, bool | None]:
+    """Ask the backends whether each layer is in training mode (``ts_layer_training``)."""
+    return {layer.path: hook().ts_layer_training(layer=layer.layer) for layer in layers}
+
+
+def changed_modes(before: Mapping[str, bool | None], after: Mapping[str, bool | None]) -> list[str]:
+    """Name the layers whose mode is not what it was, as ``path (train -> eval)``."""
+
+    def word(mode: bool | None) -> str:
+        return "unknown" if mode is None else "train" if mode else "eval"
+
+    return [
+        f"{path or '(root)'} ({word(mode)} -> {word(after.get(path))})"
+        for path, mode in before.items()
+        if after.get(path) != mode
+    ]

@@ -34,6 +34,7 @@ from tscore.plugin_api import (
     ModuleRecorder,
     Runtime,
     array_stats,
+    layout_from_attributes,
     read_package_json,
 )
 
@@ -383,6 +384,10 @@ class MindSporeBackend(Backend):
         from ts_mindspore.cells import named_layers
 
         return named_layers(model)
+
+    def layer_layout(self, layer: Any, kind: str) -> str | None:
+        """Read a cell's ``data_format`` (``format`` on BatchNorm and pooling); channels first unless set."""
+        return layout_from_attributes(layer, kind, ("data_format", "format"), default="channels_first")
 
     def install_module_hooks(self, model: Any, recorder: ModuleRecorder) -> HookHandles:
         """Report every cell call through cell forward pre-hooks and hooks, in PyNative mode until removed."""

@@ -26,6 +26,7 @@ from tscore.plugin_api import (
     ModuleRecorder,
     array_stats,
     hook_layers,
+    layout_from_attributes,
     map_arrays,
     torch_style_layer_params,
     torch_style_named_layers,
@@ -112,6 +113,10 @@ class MsAdapterBackend(Backend):
     def named_layers(self, model: Any) -> list[LayerInfo]:
         """List every module with its kind, own state entries and settings, read as torch's."""
         return torch_style_named_layers(model, self._mindtorch().nn)
+
+    def layer_layout(self, layer: Any, kind: str) -> str | None:
+        """Mindtorch's modules compute as torch's: channels first."""
+        return layout_from_attributes(layer, kind, (), default="channels_first")
 
     def install_module_hooks(self, model: Any, recorder: ModuleRecorder) -> HookHandles:
         """Report every module call through mindtorch's forward pre-hooks and hooks (torch's API)."""

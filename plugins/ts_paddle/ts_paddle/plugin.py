@@ -20,7 +20,14 @@ from typing import Any, ClassVar
 import ml_dtypes
 import numpy as np
 
-from tscore.plugin_api import Backend, CheckpointContents, HookHandles, LayerInfo, ModuleRecorder
+from tscore.plugin_api import (
+    Backend,
+    CheckpointContents,
+    HookHandles,
+    LayerInfo,
+    ModuleRecorder,
+    layout_from_attributes,
+)
 
 if importlib.util.find_spec("paddle") is None:
     raise ImportError("ts_paddle needs PaddlePaddle, which is not installed (pip install paddlepaddle)")
@@ -153,6 +160,12 @@ class PaddleBackend(Backend):
         from ts_paddle.layers import named_layers
 
         return named_layers(model)
+
+    def layer_layout(self, layer: Any, kind: str) -> str | None:
+        """Read a layer's ``data_format`` (``_data_layout`` on ``BatchNorm``); channels first unless set."""
+        return layout_from_attributes(
+            layer, kind, ("_data_format", "data_format", "_data_layout"), default="channels_first"
+        )
 
     def install_module_hooks(self, model: Any, recorder: ModuleRecorder) -> HookHandles:
         """Report every sublayer call through forward pre- and post-hooks."""

@@ -31,6 +31,7 @@ from tscore.plugin_api import (
     PendingArray,
     RunSetting,
     UnsupportedObjectError,
+    layout_from_attributes,
     memory_stats,
     memory_stats_dtypes,
     read_package_json,
@@ -417,6 +418,10 @@ class TorchBackend(Backend):
         from ts_torch.modules import named_layers
 
         return named_layers(model)
+
+    def layer_layout(self, layer: Any, kind: str) -> str | None:
+        """Say channels first for every torch layer with channels (``channels_last`` memory keeps shapes)."""
+        return layout_from_attributes(layer, kind, (), default="channels_first")
 
     def install_module_hooks(self, model: Any, recorder: ModuleRecorder) -> HookHandles:
         """Report every module call through forward pre-hooks and hooks."""
