@@ -381,6 +381,27 @@ def test_tscore_diff_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert '"first_divergence"' in capsys.readouterr().out
 
 
+def test_tscore_diff_takes_a_network_instance_of_any_framework_as_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A MindSpore cell has no ``.parameters`` and is callable: it is still a network, not a factory."""
+    twin = tmp_path / "instances.py"
+    twin.write_text(
+        "from tests.cross.netdiff_nets import ms_cnn, torch_net, TorchCNN\n"
+        "reference = torch_net(0, TorchCNN)\n"
+        "port = ms_cnn()\n"
+        "def not_a_network(): return {'weights': 1}\n"
+        "number = 3\n"
+    )
+    args = ["--input", "2,3,16,16", "-q"]
+    assert main(["diff", f"{twin}:reference", f"{twin}:port", *args]) == 0
+    assert capsys.readouterr().out.strip() == "outputs agree: no divergence"
+    assert main(["diff", f"{twin}:reference", f"{twin}:not_a_network", *args]) == 2
+    assert "returned a builtins.dict, which no loaded plugin takes for a network" in capsys.readouterr().err
+    assert main(["diff", f"{twin}:reference", f"{twin}:number", *args]) == 2
+    assert "is a int, which no loaded plugin takes for a network" in capsys.readouterr().err
+
+
 class OwnDense(mnn.Cell):
     """A hand-written dense layer: no plugin knows its kind, so nothing can show it is ``fc1``'s twin."""
 

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from tscore.errors import TscoreError
+from tscore.plugins import hook
 from tscore.html_report.cli_options import add_html_options, check_html_target, write_html_report
 
 
@@ -50,6 +51,9 @@ def _module(spec: str) -> Any:
 def load_reference(reference: str) -> object:
     """Import ``module:Name`` and return the network it names (calling a class or factory).
 
+    What a plugin claims as a network (``ts_model_info``) is used as it is, whatever it can do;
+    anything else is called with no arguments, and what that returns must be a network.
+
     A folder written by :func:`tscore.netdiff.recorded.record_network` gives the recorded network.
     """
     from tscore.netdiff.recorded import JSON_NAME, load_recorded_network
@@ -65,11 +69,26 @@ def load_reference(reference: str) -> object:
             target = getattr(target, part)
         except AttributeError:
             raise ReferenceError_(f"{spec!r} has no {name!r}") from None
-    return (
-        target()
-        if callable(target) and (isinstance(target, type) or not hasattr(target, "parameters"))
-        else target
-    )
+    if hook().ts_model_info(model=target) is not None:  # a network already: its plugin claims it
+        return target
+    if not callable(target):
+        raise ReferenceError_(
+            f"{reference!r} is a {type(target).__name__}, which no loaded plugin takes for a network and "
+            "which cannot be called; name a network, its class, or a function that returns one"
+        )
+    try:
+        network = target()
+    except TypeError as exc:
+        raise ReferenceError_(
+            f"{reference!r} is neither a network a loaded plugin knows nor callable with no arguments "
+            f"({exc}); name a network, its class, or a function that returns one"
+        ) from exc
+    if hook().ts_model_info(model=network) is None:
+        raise ReferenceError_(
+            f"{reference!r}() returned a {type(network).__module__}.{type(network).__name__}, which no loaded "
+            "plugin takes for a network; install the plugin of its framework (tscore plugins lists them)"
+        )
+    return network
 
 
 def parse_input(text: str) -> tuple[tuple[int, ...], np.dtype, tuple[float, float] | None]:
