@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from tscore.errors import TscoreError
-from tscore.plugins import hook
 from tscore.html_report.cli_options import add_html_options, check_html_target, write_html_report
+from tscore.plugins import hook
 
 
 class ReferenceError_(TscoreError, ValueError):
