@@ -85,8 +85,8 @@ def load_reference(reference: str) -> object:
         ) from exc
     if hook().ts_model_info(model=network) is None:
         raise ReferenceError_(
-            f"{reference!r}() returned a {type(network).__module__}.{type(network).__name__}, which no loaded "
-            "plugin takes for a network; install the plugin of its framework (tscore plugins lists them)"
+            f"{reference!r}() returned a {type(network).__module__}.{type(network).__name__}, which no "
+            "loaded plugin takes for a network; install the plugin of its framework (tscore plugins lists them)"
         )
     return network
 
