@@ -86,7 +86,7 @@ def load_reference(reference: str) -> object:
     if hook().ts_model_info(model=network) is None:
         raise ReferenceError_(
             f"{reference!r}() returned a {type(network).__module__}.{type(network).__name__}, which no "
-            "loaded plugin takes for a network; install the plugin of its framework (tscore plugins lists them)"
+            "loaded plugin takes for a network; install its framework's plugin (tscore plugins lists them)"
         )
     return network
 
