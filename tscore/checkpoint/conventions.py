@@ -26,6 +26,7 @@ class LayerMapping:
     names: dict[str, str | None] = field(default_factory=dict)
     transforms: dict[str, str] = field(default_factory=dict)
     target_only: list[str] = field(default_factory=list)
+    needs_rule: str = ""  # why no renaming converts this kind between the two frameworks
 
 
 class Conventions:
@@ -42,7 +43,10 @@ class Conventions:
         self._cache: dict[tuple[str, str], Convention] = {}
 
     def of(self, kind: str, framework: str) -> Convention:
-        """Say how ``framework`` stores ``kind``: ``{"names": {neutral: own}, "transforms": {...}}``."""
+        """Say how ``framework`` stores ``kind``: its ``names``, ``transforms`` and ``needs_rule``.
+
+        ``needs_rule`` is ``{"why": ...}`` when the plugin says that no renaming converts the kind.
+        """
         key = (kind, framework)
         if key not in self._cache:
             answer = hook().ts_weight_convention(kind=kind, framework=framework) if kind else None
@@ -50,6 +54,7 @@ class Conventions:
             self._cache[key] = {
                 "names": dict(answer.get("names", {})),
                 "transforms": dict(answer.get("transforms", {})),
+                "needs_rule": {"why": str(answer["needs_rule"])} if answer.get("needs_rule") else {},
             }
         return self._cache[key]
 
@@ -57,7 +62,13 @@ class Conventions:
         """Carry one layer's local entry names (and their layouts) from the source to the target."""
         if self.source == self.target:
             return LayerMapping(names={local: local for local in params})
-        return map_layer(params, self.of(kind, self.source), self.of(kind, self.target))
+        source, target = self.of(kind, self.source), self.of(kind, self.target)
+        for framework, convention in ((self.source, source), (self.target, target)):
+            if convention["needs_rule"]:  # never converted by renaming: every entry left out, with why
+                rule = convention["needs_rule"]["why"]
+                why = f"{framework} stores {kind} so that no renaming converts it: {rule}"
+                return LayerMapping(names=dict.fromkeys(params), needs_rule=why)
+        return map_layer(params, source, target)
 
     def target_only(self, kind: str) -> set[str]:
         """List the local names of entries of a kind that only the target has (``num_batches_tracked``)."""

@@ -72,6 +72,9 @@ class WeightMap:
     :ivar alignment: when the map was built for a target network, each
         weight-owning layer's twin and how it was found (``names``,
         ``structure``, ``ambiguous``; ``unmatched`` with the other side ``None``).
+    :ivar needs_rule: source name -> why it is not converted: its layer is of a kind that a plugin
+        says no renaming converts (per-gate RNN weights, split q/k/v projections). Such entries map
+        to ``None`` until a person writes the rule into a saved map (names and value transforms).
     """
 
     name_map: dict[str, str | None]
@@ -81,6 +84,7 @@ class WeightMap:
     layers: dict[str, str] = field(default_factory=dict)
     target_only: tuple[str, ...] = ()
     alignment: tuple[LayerMatch, ...] = ()
+    needs_rule: dict[str, str] = field(default_factory=dict)
 
     def check_frameworks(self, source: str, target: str, what: str) -> None:
         """Refuse a map written for another pair of frameworks than the two sides at hand.
@@ -111,6 +115,8 @@ class WeightMap:
         }
         if self.alignment:
             document["alignment"] = [match.to_dict() for match in self.alignment]
+        if self.needs_rule:
+            document["needs_rule"] = self.needs_rule
         return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
     def save(self, path: str | os.PathLike[str]) -> str:
@@ -156,12 +162,17 @@ class WeightMap:
     def table(self) -> str:
         """Render the map as a table: source name, target name, value transform."""
         rows = [
-            [source, "(dropped)" if target is None else target, self.value_map.get(source, "")]
+            [source, self._target_cell(source, target), self.value_map.get(source, "")]
             for source, target in self.name_map.items()
         ]
         return tabulate(
             rows, headers=[f"{self.source} name", f"{self.target} name", "value transform"], tablefmt="pretty"
         )
+
+    def _target_cell(self, source: str, target: str | None) -> str:
+        if target is not None:
+            return target
+        return f"(needs a rule: {self.needs_rule[source]})" if source in self.needs_rule else "(dropped)"
 
     def alignment_table(self) -> str:
         """Render how each weight-owning layer found its twin, and a count of each way; ``""`` with none."""
@@ -210,6 +221,7 @@ def build_weight_map(
     target_only: list[str] = []
     kinds: dict[str, str] = {}
     paired: set[str] = set()
+    needs_rule: dict[str, str] = {}
     for path, kind, _ in layers:
         if kind:
             kinds[path] = kind
@@ -220,9 +232,22 @@ def build_weight_map(
             if path in twins:
                 paired.add(_prefixed(path, local))
         value_map.update({_prefixed(path, local): spec for local, spec in mapped.transforms.items()})
+        needs_rule.update(
+            dict.fromkeys((_prefixed(path, local) for local in mapped.names), mapped.needs_rule)
+        )
         target_only.extend(_prefixed(twin, name) for name in mapped.target_only)
     _drop_collisions(name_map, value_map, paired)
-    return WeightMap(name_map, value_map, source, target, kinds, tuple(target_only), alignment)
+    needs_rule = {name: why for name, why in needs_rule.items() if why}
+    if needs_rule:
+        log.warning(
+            "%d %s entries are left out of the map to %s, since no renaming converts their layers (%s); "
+            "write their names and transforms into the saved map (name_map, value_map); pass that",
+            len(needs_rule),
+            source,
+            target,
+            ", ".join(sorted({n.rpartition(".")[0] or n for n in needs_rule})[:5]),
+        )
+    return WeightMap(name_map, value_map, source, target, kinds, tuple(target_only), alignment, needs_rule)
 
 
 def _drop_collisions(name_map: dict[str, str | None], value_map: dict[str, str], paired: set[str]) -> None:
@@ -324,6 +349,7 @@ def load_weight_map(path: str | os.PathLike[str]) -> WeightMap:
         source, target, layers = "torch", "mindspore", {}
         target_only: list[str] = []
         alignment: tuple[LayerMatch, ...] = ()
+        needs_rule: dict[str, Any] = {}
     elif isinstance(document, dict) and "name_map" in document:
         name_map = _check_names(document["name_map"], "'name_map'", name)
         value_map = _check_names(document.get("value_map") or {}, "'value_map'", name)
@@ -332,6 +358,7 @@ def load_weight_map(path: str | os.PathLike[str]) -> WeightMap:
         layers = dict(document.get("layers") or {})
         target_only = document.get("target_only") or []
         alignment = _read_alignment(document.get("alignment"), name)
+        needs_rule = _check_names(document.get("needs_rule") or {}, "'needs_rule'", name)
         if not isinstance(target_only, list) or not all(isinstance(n, str) for n in target_only):
             raise WeightMapError(f"{name}: 'target_only' must be a list of names")
     else:
@@ -346,7 +373,8 @@ def load_weight_map(path: str | os.PathLike[str]) -> WeightMap:
         value_map = {k: transforms.normalise(v) for k, v in value_map.items() if v}
     except transforms.TransformError as exc:
         raise WeightMapError(f"{name}: {exc}") from None
-    return WeightMap(dict(name_map), value_map, source, target, layers, tuple(target_only), alignment)
+    rules = {key: str(why) for key, why in needs_rule.items() if name_map.get(key) is None}
+    return WeightMap(dict(name_map), value_map, source, target, layers, tuple(target_only), alignment, rules)
 
 
 def save_weight_map(weight_map: WeightMap, path: str | os.PathLike[str]) -> str:

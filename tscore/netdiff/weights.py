@@ -257,6 +257,14 @@ def set_weights(
     if weight_map.source == weight_map.target:
         how = "same framework, loaded by name"
     stage = stage_of(f"converted ({how})")
+    if weight_map.needs_rule:
+        rules = weight_map.needs_rule
+        layers = sorted({name.rpartition(".")[0] or name for name in rules})
+        stage.notes.append(
+            f"{len(rules)} weight(s) of {len(layers)} layer(s) ({', '.join(layers[:3])}) were not "
+            f"converted: {next(iter(rules.values()))}; write their names and transforms "
+            "into a saved map (get_weight_map, then name_map and value_map) and pass weight_map="
+        )
     if auto_conv_ckpt:
         stage.conversion, load = convert_and_load(orig_net, target_net, weight_map, labels)
         stage.loads.append(load)
