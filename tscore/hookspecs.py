@@ -361,7 +361,11 @@ def ts_weight_convention(kind: str, framework: str) -> Mapping[str, Any] | None:
     :param framework: the framework whose convention is asked for.
     :return: ``{"names": {neutral name: your name, or None when your layer
         has no such entry}, "transforms": {neutral name: the transform that
-        turns the neutral layout into yours}}``. A transform is a string of
+        turns the neutral layout into yours}}`` (neutral to yours; the axes
+        of ``transpose`` as :func:`numpy.transpose` reads them), or
+        ``{"needs_rule": "why"}`` for a kind that no renaming converts (per-gate
+        recurrent weights): its entries are then left out of every map, with
+        the reason, and never converted wrongly. A transform is a string of
         :mod:`tscore.value_transforms` (``"unsqueeze(2)"``,
         ``"transpose(1, 0)"``, or one a plugin adds through
         :func:`ts_value_transforms`); it must have an inverse. MindSpore's
@@ -675,9 +679,9 @@ def ts_named_layers(model: object) -> Sequence[LayerInfo] | None:
 
     ``firstresult``: return ``None`` when ``model`` is not yours. Each
     :class:`tscore.contract.layers.LayerInfo` gives the layer's path, class name,
-    neutral kind (the kinds of :func:`ts_layer_params`, plus ``relu``,
-    ``gelu``, ``maxpool2d``, ``avgpool2d``, ``dropout``, ``flatten``,
-    ``sequential``, ``modulelist``, ...), the state entries it owns itself and
+    neutral kind (:data:`tscore.contract.kinds.NEUTRAL_KINDS`: ``conv2d``,
+    the rank-free ``batchnorm``, ``relu``, ``maxpool2d``, ``sequential``, ...;
+    ``""`` for a class you have no kind for), the state entries it owns itself and
     its settings in a neutral meaning, so that the core can pair a torch
     layer with its MindSpore twin and say which setting differs::
 

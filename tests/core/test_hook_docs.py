@@ -7,6 +7,7 @@ import inspect
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import tscore.plugin_api
@@ -65,3 +66,56 @@ def test_the_public_plugin_api_exports_what_it_lists() -> None:
     for name in tscore.plugin_api.__all__:
         assert getattr(tscore.plugin_api, name) is not None
     assert {"Backend", "hookimpl", "TensorMeta", "LayerInfo", "HookHandles"} <= set(tscore.plugin_api.__all__)
+
+
+def test_the_guide_and_the_conformance_kit_name_the_same_factories() -> None:
+    """The guide lists each factory a kit subclass writes, in words and by name, and no other."""
+    from tscore.testing import conformance
+
+    required = {
+        name
+        for name, member in vars(conformance.BackendConformance).items()
+        if callable(member) and "raise NotImplementedError" in inspect.getsource(member)
+    }
+    assert required == set(conformance.FACTORIES)
+    kit = re.search(r"give it\s+`framework` and (\w+) factories \(([^)]*(?:\([^)]*\)[^)]*)*)\)", GUIDE)
+    assert kit, "the guide no longer says which factories the kit needs"
+    count = {"five": 5, "six": 6, "seven": 7}[kit.group(1)]
+    named = set(re.findall(r"`(\w+)`", kit.group(2)))
+    assert count == len(conformance.FACTORIES) and named == set(conformance.FACTORIES), named
+    docstring = inspect.getdoc(conformance) or ""
+    assert all(f"def {name}(" in docstring for name in conformance.FACTORIES)
+
+
+def _kinds_block() -> str:
+    from tscore.contract.kinds import NEUTRAL_KINDS
+
+    rows = ["| kind | family | role | channels | what it computes |", "| --- | --- | --- | --- | --- |"]
+    rows += [
+        f"| `{k.name}` | `{k.family}` | {k.role} | {'yes' if k.channels else ''} | {k.what} |"
+        for k in NEUTRAL_KINDS
+    ]
+    return "\n".join(rows)
+
+
+def test_the_guide_lists_the_neutral_layer_kinds_generated_from_the_code() -> None:
+    """The table between the ``kinds`` markers is ``tscore.contract.kinds``; a failure prints the new one."""
+    found = re.search(r"<!-- kinds:start -->\n(.*?)\n<!-- kinds:end -->", GUIDE, flags=re.DOTALL)
+    expected = _kinds_block()
+    assert found, "the guide has no <!-- kinds:start --> ... <!-- kinds:end --> table"
+    assert found.group(1) == expected, "the kinds table is stale; replace it with:\n" + expected
+
+
+def test_the_guide_shows_which_way_a_transform_goes_with_a_worked_example() -> None:
+    """Direction (neutral to yours), axis meaning (numpy's), a Dense [in, out] and an HWIO kernel."""
+    from tscore import value_transforms as transforms
+
+    for needed in ("neutral to yours", "`[in, out]`", "HWIO", "numpy.transpose"):
+        assert needed in GUIDE, f"the guide does not say {needed}"
+    for spec, before, after in (
+        ("transpose(1, 0)", (8, 4), (4, 8)),
+        ("transpose(2, 3, 1, 0)", (8, 3, 5, 5), (5, 5, 3, 8)),
+    ):
+        assert f'"{spec}"' in GUIDE
+
+        assert transforms.apply(spec, np.zeros(before)).shape == after

@@ -26,6 +26,7 @@ class SmallNet(nn.Module):
 
 class TestTorchConformance(BackendConformance):
     framework = "torch"
+    stores_neutral_form = True
 
     def make_tensor(self, array: np.ndarray) -> Any:
         if array.dtype.name == "bfloat16":

@@ -7,6 +7,7 @@ subject:
 
 * :mod:`~tscore.contract.tensors`: :class:`TensorMeta`, :class:`ModelInfo`, :class:`FrameworkInfo`;
 * :mod:`~tscore.contract.layers`: :class:`LayerInfo`, :class:`ModuleRecorder`, :class:`HookHandles`;
+* :mod:`~tscore.contract.kinds`: the neutral layer kinds, their families and roles (:data:`NEUTRAL_KINDS`);
 * :mod:`~tscore.contract.recorders`: :class:`ApiRecorder`, what ``ts_install_api_hooks`` reports to;
 * :mod:`~tscore.contract.transfers`: :class:`PendingArray`, :class:`StagedStats` (values on their
   way from a device);

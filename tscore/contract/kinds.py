@@ -10,8 +10,8 @@ whatever their ranks; two of one *role* (two activations, two poolings) may
 stand in for each other when layers are paired.
 
 A backend names a class tscore has no kind for ``""``; the core then pairs
-it by path, weights or order alone. ``tscore kinds`` prints this table, and
-the backend author's guide in the README lists it, generated from here.
+it by path, weights or order alone. The backend author's guide in the README
+lists this table, generated from here (a test keeps the two the same).
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ class LayerInfo:
 
     :ivar path: the dotted path from the root (``"features.3"``; ``""`` is the root).
     :ivar type_name: the class name (``"MaxPool2d"``).
-    :ivar kind: the neutral kind (``"conv2d"``, ``"batchnorm2d"``, ``"relu"``,
-        ``"dropout"``, ``"sequential"`` ...), ``""`` when the backend does not know the class.
+    :ivar kind: the neutral kind (:mod:`tscore.contract.kinds`: ``"conv2d"``, ``"batchnorm2d"``,
+        ``"relu"``, ``"sequential"`` ...), ``""`` when the backend does not know the class.
     :ivar params: the full names of the parameters and buffers the layer owns
         itself (not through a child), as the network's checkpoint names them.
     :ivar config: the settings that change what the layer computes, in a

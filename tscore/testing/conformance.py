@@ -15,13 +15,21 @@ then inherits every test below (pytest collects them from the subclass)::
         def network_inputs(self): ...
         def plant_epsilon(self, network): ...
         def run_backward(self, array, through): ...
+        def backward_network(self, network, inputs): ...
+
+The six factories are :data:`FACTORIES`; the README's guide names the same
+(a test of tscore checks it). A hook the backend leaves unanswered makes the
+tests that need it *skip*, with the reason, never pass: a skipped test in
+your run is a capability your backend does not offer yet.
 
 What it checks: tensors round-trip (bfloat16 bit for bit) and are claimed by
 this backend alone with a neutral dtype; ``ts.save`` and ``ts.save_grad``
 write the names and values every backend writes; model state and, where the
 backend writes checkpoints, checkpoint files round-trip; the weight
 conventions invert; every layer is listed once, parents first, and hooks come
-off after use with every layer's mode restored; and the difference finder,
+off after use with every layer's mode (``ts_layer_training``) restored; the
+layouts it declares (``ts_layer_layout``) put the channels where the BatchNorm's
+weights say they are; and the difference finder,
 given the network against a copy with one epsilon changed, names that layer,
 in a report that names no other framework.
 """
@@ -42,8 +50,17 @@ from tscore import value_transforms as transforms
 from tscore.checkpoint.files import load_checkpoint, save_checkpoint, suffix_kinds
 from tscore.checkpoint.weight_map import build_weight_map
 from tscore.dtypes import NEUTRAL_DTYPES
+from tscore.layouts import check_layout, for_rank, to_neutral
 from tscore.plugins import get_plugin_manager, hook
 
+FACTORIES = (
+    "make_tensor",
+    "make_network",
+    "network_inputs",
+    "plant_epsilon",
+    "run_backward",
+    "backward_network",
+)
 ROUND_TRIP_DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "int8", "uint8", "bool")
 WEIGHT_KINDS = (
     "linear",
@@ -72,17 +89,20 @@ WEIGHT_KINDS = (
 
 
 class _Recorder:
-    """Count layer calls and check that every ``enter`` has its ``leave``."""
+    """Count layer calls and check that every ``enter`` has its ``leave``; keep each layer's first output."""
 
     def __init__(self) -> None:
         self.entered: list[str] = []
         self.left: list[str] = []
+        self.outputs: dict[str, object] = {}
 
     def enter(self, path: str, layer: object, args: tuple[Any, ...], kwargs: Any) -> None:
         self.entered.append(path)
 
     def leave(self, path: str, layer: object, output: object) -> None:
         self.left.append(path)
+        if path not in self.outputs and ts.is_tensor(output):
+            self.outputs[path] = ts.to_numpy(output, copy=True)
 
 
 def _sample(dtype: str) -> np.ndarray:
@@ -116,10 +136,13 @@ class BackendConformance:
 
     :cvar framework: the framework name the backend reports (``"torch"``).
     :cvar skip_dtypes: dtypes of :data:`ROUND_TRIP_DTYPES` the framework has no tensor for.
+    :cvar stores_neutral_form: True for a framework that stores every layer kind's weights as the
+        neutral form does (torch, and torch-API frameworks): it must answer no weight convention.
     """
 
     framework: str = ""
     skip_dtypes: Sequence[str] = ()
+    stores_neutral_form: bool = False
 
     # ------------------------------------------------------------------ factories
 
@@ -267,14 +290,38 @@ class BackendConformance:
 
     # ------------------------------------------------------------------ weight conventions
 
-    @pytest.mark.parametrize("kind", WEIGHT_KINDS)
-    def test_weight_conventions_invert(self, kind: str) -> None:
-        """A convention names each entry once and every transform it uses has an inverse."""
-        answer = hook().ts_weight_convention(kind=kind, framework=self.framework)
-        if answer is None:
-            return  # the neutral form: nothing to invert
+    def test_weight_conventions_invert(self) -> None:
+        """Each convention names each entry once, and every transform it uses has an inverse.
+
+        Kinds the backend answers None for are stored in the neutral form; a backend that answers
+        for no kind at all (torch, the neutral form itself) skips.
+        """
+        answers = {
+            kind: hook().ts_weight_convention(kind=kind, framework=self.framework) for kind in WEIGHT_KINDS
+        }
+        answered = {kind: answer for kind, answer in answers.items() if answer is not None}
+        if self.stores_neutral_form:
+            assert not answered, (
+                f"{self.framework} stores the neutral form, yet answers for {sorted(answered)}"
+            )
+            return
+        if not answered:
+            pytest.skip(
+                f"{self.framework} stores every kind in the neutral form (ts_weight_convention: None)"
+            )
+        for kind, answer in answered.items():
+            self._check_convention(kind, answer)
+
+    def _check_convention(self, kind: str, answer: Any) -> None:
+        if answer.get("needs_rule"):
+            assert isinstance(answer["needs_rule"], str) and not answer.get("names"), (
+                f"{kind}: needs_rule says why in words, and then no names are given"
+            )
+            return
         names = {k: v for k, v in answer.get("names", {}).items() if v is not None}
-        assert len(set(names.values())) == len(names), f"two neutral names share one {self.framework} name"
+        assert len(set(names.values())) == len(names), (
+            f"{kind}: two neutral names share one {self.framework} name"
+        )
         for neutral, spec in answer.get("transforms", {}).items():
             undo = transforms.inverse(spec)
             assert transforms.compose(spec, undo) is None, f"{kind}.{neutral}: {spec} then {undo}"
@@ -286,7 +333,9 @@ class BackendConformance:
         """Each dumped API the backend names is one neutral operation with named slots; none is dropped."""
         answer = hook().ts_dump_api_names(framework=self.framework)
         if answer is None:
-            return  # the backend's dumps pair with other frameworks' by name only
+            pytest.skip(
+                f"{self.framework} names no dumped API (ts_dump_api_names): its dumps pair by name only"
+            )
         from tscore.dump_compare.api_names import api_table
 
         table = api_table(self.framework)
@@ -332,11 +381,9 @@ class BackendConformance:
         hook().ts_run_forward(model=network, args=inputs, kwargs={}, train=False)
         assert len(recorder.entered) == calls, "hooks still fire after remove()"
 
-    def test_run_forward_runs_in_the_asked_mode_and_restores_every_layer_mode(self) -> None:
-        """Train mode updates the BatchNorm statistics, eval mode does not; every layer keeps its mode."""
+    def test_run_forward_runs_in_the_asked_mode(self) -> None:
+        """Train mode updates the BatchNorm statistics, eval mode does not."""
         network = self.make_network()
-        layers = [layer.layer for layer in hook().ts_named_layers(model=network)]
-        modes = {id(layer): getattr(layer, "training", None) for layer in layers}
         before = hook().ts_model_state(model=network)
         hook().ts_run_forward(model=network, args=self._inputs(), kwargs={}, train=False)
         after_eval = hook().ts_model_state(model=network)
@@ -344,7 +391,45 @@ class BackendConformance:
         hook().ts_run_forward(model=network, args=self._inputs(), kwargs={}, train=True)
         after_train = hook().ts_model_state(model=network)
         assert any(not np.array_equal(before[n], after_train[n]) for n in before), "train mode was not used"
-        assert {id(layer): getattr(layer, "training", None) for layer in layers} == modes
+
+    def test_run_forward_gives_every_layer_its_own_mode_back(self) -> None:
+        """After runs in both modes every layer is in the mode it had, as ``ts_layer_training`` reads it."""
+        network = self.make_network()
+        layers = [layer.layer for layer in hook().ts_named_layers(model=network)]
+        modes = [hook().ts_layer_training(layer=layer) for layer in layers]
+        if all(mode is None for mode in modes):
+            pytest.skip(f"{self.framework} reads no layer's mode (ts_layer_training answers None)")
+        for train in (True, False):
+            hook().ts_run_forward(model=network, args=self._inputs(), kwargs={}, train=train)
+            assert [hook().ts_layer_training(layer=layer) for layer in layers] == modes, (
+                f"after train={train}"
+            )
+
+    def test_declared_layouts_put_the_channels_where_the_batchnorm_has_them(self) -> None:
+        """A BatchNorm's output read in its declared layout has its channels on axis 1 (the neutral form)."""
+        network = self.make_network()
+        layers = list(hook().ts_named_layers(model=network))
+        norms = [layer for layer in layers if layer.kind.startswith("batchnorm")]
+        layout = hook().ts_layer_layout(layer=norms[0].layer, kind=norms[0].kind)
+        if layout is None:
+            pytest.skip(
+                f"{self.framework} declares no layouts (ts_layer_layout): the finder says 'cannot tell' "
+                "wherever another framework's shapes are the same axes in another order"
+            )
+        check_layout(layout, f"{norms[0].path}'s layout")
+        state = hook().ts_model_state(model=network)
+        channels = {state[name].size for name in norms[0].params if state[name].ndim == 1}
+        recorder = _Recorder()
+        with hook().ts_install_module_hooks(model=network, recorder=recorder):
+            hook().ts_run_forward(model=network, args=self._inputs(), kwargs={}, train=False)
+        output = recorder.outputs[norms[0].path]
+        assert isinstance(output, np.ndarray)
+        axes = for_rank(layout, output.ndim)
+        neutral = to_neutral(output, axes) if axes else output
+        assert len(channels) == 1 and neutral.shape[1] in channels, (
+            f"{norms[0].path} declares {layout}: its output {output.shape} reads as {neutral.shape}, "
+            f"but it normalises {channels} channels"
+        )
 
     def _inputs(self) -> tuple[np.ndarray, ...]:
         rng = np.random.default_rng(0)
