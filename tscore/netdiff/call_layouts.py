@@ -117,6 +117,18 @@ def _lines_up(left: list[np.ndarray], right: list[np.ndarray], layouts: CallLayo
     return all(layouts.read(x, 0).shape == layouts.read(y, 1).shape for x, y in zip(left, right, strict=True))
 
 
+def _reading(left: list[np.ndarray], right: list[np.ndarray], layouts: CallLayouts) -> tuple[object, ...]:
+    """Say what ``layouts`` does to each tensor: the axes it moves on each side (None: none)."""
+
+    def moved(layout: str | None, rank: int) -> str | None:
+        axes = for_rank(layout, rank) if layout else None
+        return axes if axes and not is_neutral(axes) else None
+
+    return tuple(
+        (moved(layouts.orig, x.ndim), moved(layouts.target, y.ndim)) for x, y in zip(left, right, strict=True)
+    )
+
+
 def _input_error(left: list[np.ndarray], right: list[np.ndarray], layouts: CallLayouts) -> float:
     """Give the largest |difference| of the inputs read in ``layouts`` (inf where one is not finite)."""
     largest = 0.0
@@ -167,10 +179,15 @@ def call_layouts(
         )
         if _lines_up(left, right, CallLayouts(orig, target))
     ]
-    if len(fitting) == 1:
-        return fitting[0]
-    if fitting:  # several line up: the one under which the inputs agree best, the first among equals
-        return min(fitting, key=lambda layouts: _input_error(left, right, layouts))
+    distinct: dict[tuple[object, ...], CallLayouts] = {}
+    for layouts in fitting:  # the first of each way to read the tensors (channels first is as they are)
+        distinct.setdefault(_reading(left, right, layouts), layouts)
+    options = list(distinct.values())
+    if len(options) == 1:
+        return options[0]
+    if options:  # several line up: the one under which the inputs agree best, the first among equals
+        errors = [_input_error(left, right, layouts) for layouts in options]
+        return options[errors.index(min(errors))]
     permuted = _permuted(left, right)
     if permuted is not None and None in declared:
         return CallLayouts(
