@@ -42,6 +42,9 @@ TORCH_PLUGIN = "./plugins/ts_torch"
 MS_PLUGIN = "./plugins/ts_mindspore"
 PADDLE_PLUGIN = "./plugins/ts_paddle"
 NPU_PLUGIN = "./plugins/ts_npu"
+# HuggingFace models for the transformer ports (tests/cross/transformer_ports.py); the version mindnlp
+# 0.5.1 runs with, which imports beside torch 2.13 and MindSpore 2.10 with numpy 1.
+TRANSFORMERS = "transformers==4.57.1"
 # MindSpore 2.10 cannot compute gradients with numpy 2 (FRAMEWORKS.md).
 MS_NUMPY = "numpy>=1.25,<2"
 
@@ -107,8 +110,8 @@ def mindspore(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def both(session: nox.Session) -> None:
-    """Both frameworks in one environment: the torch and MindSpore tests and the cross-framework ones."""
-    session.install(*CONSTRAINTS, CORE, TORCH_PLUGIN, MS_PLUGIN, MS_NUMPY)
+    """Both frameworks in one environment: the torch, MindSpore and cross-framework tests (HF models too)."""
+    session.install(*CONSTRAINTS, CORE, TORCH_PLUGIN, MS_PLUGIN, MS_NUMPY, TRANSFORMERS)
     _pytest(session, "tests/core", "tests/torch", "tests/mindspore", "tests/cross")
 
 

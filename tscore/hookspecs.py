@@ -695,6 +695,7 @@ def ts_named_layers(model: object) -> Sequence[LayerInfo] | None:
     convolutions; ``kernel_size``, ``stride``, ``padding`` and ``ceil_mode``
     of max and average poolings; ``eps`` and ``momentum`` (torch's meaning:
     the weight of the new batch) of normalisations; ``p`` (the drop probability) of dropout;
+    ``approximate`` of GELU (``"none"``, ``"tanh"``, ``"sigmoid"``: which variant it computes);
     ``hidden_size``, ``num_layers``, ``bidirectional``, ``batch_first`` of
     recurrent layers; ``num_heads`` of attention.
     """

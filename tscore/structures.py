@@ -79,6 +79,13 @@ def map_arrays(value: Any, function: Callable[[np.ndarray], Any]) -> Any:
     return _rebuild(value, lambda item: map_arrays(item, function))
 
 
+def map_leaves(value: Any, function: Callable[[Any], Any]) -> Any:
+    """Rebuild ``value`` (tuples, lists, dicts) with ``function`` applied to every other object inside it."""
+    if isinstance(value, (tuple, list, dict)):
+        return _rebuild(value, lambda item: map_leaves(item, function))
+    return function(value)
+
+
 def _rebuild(value: Any, inner: Callable[[Any], Any]) -> Any:
     if isinstance(value, tuple) and hasattr(value, "_fields"):
         return type(value)(*(inner(item) for item in value))

@@ -66,12 +66,40 @@ TORCH_STYLE_KINDS: tuple[tuple[str, str], ...] = (
 )
 
 
+# Activations of libraries built on torch's modules (HuggingFace transformers, also as mindnlp ships it),
+# by the class's own name under a module ending in ``transformers.activations``: kind and settings.
+# ``approximate`` is the GELU variant: "none" (erf), "tanh", "sigmoid" (x * sigmoid(1.702 x)).
+LIBRARY_ACTIVATIONS: dict[str, tuple[str, dict[str, Any]]] = {
+    "NewGELUActivation": ("gelu", {"approximate": "tanh"}),
+    "GELUTanh": ("gelu", {"approximate": "tanh"}),
+    "PytorchGELUTanh": ("gelu", {"approximate": "tanh"}),
+    "FastGELUActivation": ("gelu", {"approximate": "tanh"}),
+    "GELUActivation": ("gelu", {"approximate": "none"}),
+    "QuickGELUActivation": ("gelu", {"approximate": "sigmoid"}),
+    "SiLUActivation": ("silu", {}),
+    "MishActivation": ("mish", {}),
+}
+
+
+def _library_activation(module: Any) -> tuple[str, dict[str, Any]] | None:
+    cls = type(module)
+    if not cls.__module__.endswith("transformers.activations"):
+        return None
+    return LIBRARY_ACTIVATIONS.get(cls.__name__)
+
+
 def torch_style_kind(module: Any, nn: Any) -> str:
     """Return the neutral kind of a module with torch's API, ``""`` for a class tscore has no rules for.
 
+    HuggingFace's activation modules (``NewGELUActivation``) get the kind they compute (``gelu``).
+
     :param nn: the backend's ``nn`` namespace (``torch.nn``, ``mindtorch.nn``).
     """
-    return kind_by_class(module, nn, TORCH_STYLE_KINDS)
+    kind = kind_by_class(module, nn, TORCH_STYLE_KINDS)
+    if not kind:
+        found = _library_activation(module)
+        kind = found[0] if found else ""
+    return kind
 
 
 def torch_style_layer_params(model: Any, nn: Any) -> list[tuple[str, str, Sequence[str]]]:
@@ -136,6 +164,11 @@ def torch_style_config(module: Any, kind: str) -> dict[str, Any]:
         return {"eps": float(module.eps)}
     if kind == "dropout":
         return {"p": float(module.p)}
+    library = _library_activation(module)
+    if library is not None:
+        return dict(library[1])
+    if kind == "gelu":
+        return {"approximate": str(getattr(module, "approximate", "none"))}
     if kind in ("lstm", "gru", "rnn"):
         return {
             "hidden_size": int(module.hidden_size),

@@ -22,6 +22,7 @@ import numpy as np
 
 from tscore.contract.layers import LayerInfo
 from tscore.layouts import check_layout, for_rank, from_neutral, is_neutral, reordered, to_neutral
+from tscore.netdiff.call_roles import RolePairs, pair_roles
 from tscore.netdiff.recording import LayerCall
 from tscore.plugins import hook
 from tscore.structures import array_leaves
@@ -159,6 +160,7 @@ def call_layouts(
     target_call: LayerCall,
     declared: tuple[str | None, str | None],
     network: tuple[set[str], set[str]],
+    roles: RolePairs | None = None,
 ) -> CallLayouts:
     """Choose the layouts that make one paired call's tensors line up.
 
@@ -166,8 +168,8 @@ def call_layouts(
     :param network: each side's layouts declared by any of its layers (the candidates for one that
         declares nothing).
     """
-    left, right = _leaves(orig_call), _leaves(target_call)
-    if len(left) != len(right) or not left:
+    left, right = (roles or pair_roles(orig_call, target_call)).arrays()
+    if not left:
         left, right = array_leaves(orig_call.output), array_leaves(target_call.output)
     if len(left) != len(right):
         return CallLayouts(*declared, how="declared")
@@ -209,7 +211,13 @@ class LayoutBook:
         self.target = declared_layouts(target_layers, "target")
         self._network = (set(self.orig.values()), set(self.target.values()))
 
-    def of(self, pair_paths: tuple[str, str], orig_call: LayerCall, target_call: LayerCall) -> CallLayouts:
-        """Return the layouts to read one paired call in."""
+    def of(
+        self,
+        pair_paths: tuple[str, str],
+        orig_call: LayerCall,
+        target_call: LayerCall,
+        roles: RolePairs | None = None,
+    ) -> CallLayouts:
+        """Return the layouts to read one paired call in (its inputs paired by ``roles``)."""
         declared = (self.orig.get(pair_paths[0]), self.target.get(pair_paths[1]))
-        return call_layouts(orig_call, target_call, declared, self._network)
+        return call_layouts(orig_call, target_call, declared, self._network, roles)

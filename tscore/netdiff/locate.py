@@ -34,11 +34,12 @@ from tscore.contract.kinds import kind_family
 from tscore.contract.layers import LayerInfo
 from tscore.layouts import reordered
 from tscore.netdiff.call_layouts import AS_GIVEN, CallLayouts, LayoutBook
+from tscore.netdiff.call_roles import RolePairs, opaque_outputs, pair_roles
 from tscore.netdiff.pairing import LayerPair
-from tscore.netdiff.recording import CallRecorder, LayerCall, exception_line
+from tscore.netdiff.recording import CallRecorder, LayerCall, exception_line, fresh_copy
 from tscore.netdiff.report import Divergence, Labels, LayerRow, LayerStatus, SettingDiff
 from tscore.plugins import hook
-from tscore.structures import array_leaves, pair_leaves, replace_arrays
+from tscore.structures import pair_leaves, replace_arrays
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ def _compare_outputs(
 
 
 def _input_error(
-    orig_call: LayerCall, target_call: LayerCall, tol: Tolerances, layouts: CallLayouts = AS_GIVEN
+    roles: RolePairs, tol: Tolerances, layouts: CallLayouts = AS_GIVEN
 ) -> tuple[bool, float | None]:
     """Whether a layer's inputs agree within tolerance, and their largest |difference|.
 
@@ -120,9 +121,8 @@ def _input_error(
     ``(False, None)`` when the layers take a different number of tensors or
     shapes that do not line up.
     """
-    left = array_leaves((orig_call.args, orig_call.kwargs))
-    right = array_leaves((target_call.args, target_call.kwargs))
-    if len(left) != len(right):
+    left, right = roles.arrays()
+    if not left and (roles.orig or roles.target):
         return False, None
     rtol, atol, equal_nan = tol
     agree, largest = True, 0.0
@@ -151,25 +151,29 @@ def replay(
     target_call: LayerCall,
     labels: Labels,
     layouts: CallLayouts = AS_GIVEN,
+    roles: RolePairs | None = None,
 ) -> object:
     """Run the target layer on the orig call's inputs in its layout, cast to its call's dtypes and shapes.
 
     The inputs are moved into the target's layout (``layouts``); one of another shape that holds as
     many values is reshaped only when no layout moves its axes (a ``[N, 1, C]`` against ``[N, C]``).
     """
-    given = array_leaves((orig_call.args, orig_call.kwargs))
-    structure = (target_call.args, target_call.kwargs)
-    expected = array_leaves(structure)
-    if len(given) != len(expected):
-        raise ReplayError(f"{labels[0]} passed {len(given)} tensors, {labels[1]} {len(expected)}")
-    arrays = []
-    for index, (source, like) in enumerate(zip(given, expected, strict=False)):
+    roles = roles or pair_roles(orig_call, target_call)
+    structure = fresh_copy(
+        (target_call.args, target_call.kwargs)
+    )  # a replay never changes what the run holds
+    arrays = [array for _, array in roles.target]  # what only the target passes stays its own
+    if roles.target and not roles.pairs:
+        raise ReplayError(f"no tensor {labels[0]} passes lines up with one {labels[1]} passes")
+    for i, j in roles.pairs:
+        source, like = roles.orig[i][1], roles.target[j][1]
+        role = roles.target[j][0]
         source = layouts.into_target(source)
         if source.size != like.size or reordered(source.shape, like.shape):
             raise ReplayError(
-                f"input {index} has shape {source.shape} in {labels[0]}, {like.shape} in {labels[1]}"
+                f"input {role} has shape {source.shape} in {labels[0]}, {like.shape} in {labels[1]}"
             )
-        arrays.append(np.asarray(source.reshape(like.shape).astype(like.dtype, copy=False), order="C"))
+        arrays[j] = np.asarray(source.reshape(like.shape).astype(like.dtype, copy=False), order="C")
     args, kwargs = replace_arrays(structure, arrays)
     try:
         return hook().ts_run_forward(model=target_layer, args=args, kwargs=kwargs, train=False)
@@ -216,6 +220,7 @@ class _Compared:
     unpaired_inside: list[str] = field(default_factory=list)  # layers inside it that found no twin
     uncompared_inside: list[str] = field(default_factory=list)  # layers inside it whose layouts are unknown
     layouts: CallLayouts = AS_GIVEN
+    roles: RolePairs | None = None
     replayed: object = None
     replay_error: str = ""
 
@@ -245,7 +250,7 @@ def _unpaired_inside(calls: Sequence[LayerCall], paired: set[str]) -> dict[int, 
 def _replay_into(entry: _Compared, target_objects: dict[str, object], labels: Labels) -> None:
     try:
         target = target_objects[entry.pair.target.path]
-        entry.replayed = replay(target, entry.call, entry.target_call, labels, entry.layouts)
+        entry.replayed = replay(target, entry.call, entry.target_call, labels, entry.layouts, entry.roles)
     except ReplayError as exc:
         entry.replay_error = str(exc)
 
@@ -290,9 +295,10 @@ def _compare_call(call: LayerCall, pair: LayerPair, context: _Context) -> tuple[
     if target_call is None or target_call.end is None:
         note = f"the {labels[1]} layer made no such call"
         return LayerRow(status=LayerStatus.NOT_CALLED, note=note, **base), None
+    roles = pair_roles(call, target_call)
     layouts = AS_GIVEN
     if context.layouts is not None:
-        layouts = context.layouts.of((pair.orig.path, pair.target.path), call, target_call)
+        layouts = context.layouts.of((pair.orig.path, pair.target.path), call, target_call, roles)
     if layouts.unknown:
         _mark_ancestors(call, context.orig_run.calls, context.uncompared_inside)
         return LayerRow(status=LayerStatus.UNKNOWN, note=layouts.unknown, **base), None
@@ -301,9 +307,12 @@ def _compare_call(call: LayerCall, pair: LayerPair, context: _Context) -> tuple[
     if kinds[0] and kinds[1] and kinds[0] != kinds[1]:
         notes.insert(0, f"paired with a layer of another kind ({kinds[0]} / {kinds[1]}), by {pair.paired_by}")
     notes += [layouts.note()] if layouts.note() else []
-    inputs_agree, inherited = _input_error(call, target_call, context.tol, layouts)
+    notes += [roles.one_sided(labels)] if roles.one_sided(labels) else []
+    unread = opaque_outputs(call.output) + opaque_outputs(target_call.output)
+    notes += [f"not compared: {', '.join(sorted(set(unread))[:4])}"] if unread else []
+    inputs_agree, inherited = _input_error(roles, context.tol, layouts)
     if inherited is None:
-        notes.append("the layers' inputs do not line up (number or sizes of tensors)")
+        notes.append("the layers' inputs do not line up (no tensor of one lines up with one of the other)")
     outputs_agree = all(r.passed for r in out_rows)
     if not outputs_agree and layouts.loses_order(call, target_call):
         _mark_ancestors(call, context.orig_run.calls, context.uncompared_inside)
@@ -330,6 +339,7 @@ def _compare_call(call: LayerCall, pair: LayerPair, context: _Context) -> tuple[
         unpaired_inside=context.unpaired_inside.get(call.start, []),
         uncompared_inside=context.uncompared_inside.get(call.start, []),
         layouts=layouts,
+        roles=roles,
     )
     return row, entry
 

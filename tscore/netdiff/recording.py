@@ -11,18 +11,21 @@ copies (a later in-place operation cannot change them).
 
 from __future__ import annotations
 
+import copy
 import logging
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel
 
 from tscore.contract.layers import LayerInfo
 from tscore.errors import TscoreError, UnsupportedObjectError
 from tscore.plugins import hook
-from tscore.structures import as_arrays
+from tscore.structures import as_arrays, map_leaves
+from tscore.tensors import is_tensor
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +44,28 @@ class LayerCall:
     output: Any = None
     end: int | None = None  # order in which the calls returned; None if it raised
     children: list[int] = field(default_factory=list)  # ``start`` of the calls made inside this one
+
+
+_PLAIN = (type(None), bool, int, float, complex, str, bytes, np.ndarray, np.generic)
+
+
+def fresh_copy(value: Any) -> Any:
+    """Rebuild ``value`` with every object that is not an array or a plain value deep-copied.
+
+    What a layer call takes besides tensors (a key-value cache it appends to, a config) is kept as
+    it was when the call began, and a replay gets its own copy: neither the run nor the record
+    changes. An object that cannot be copied is kept as it is.
+    """
+    return map_leaves(value, _fresh_leaf)
+
+
+def _fresh_leaf(value: Any) -> Any:
+    if isinstance(value, _PLAIN) or is_tensor(value):
+        return value
+    try:
+        return copy.deepcopy(value)
+    except Exception:  # a lock, a handle: keep the object
+        return value
 
 
 class CallRecorder:
@@ -62,7 +87,7 @@ class CallRecorder:
         self._counts[path] = index + 1
         call = LayerCall(path, type(layer).__name__, index, len(self.calls), parent)
         if self.keep_values:
-            call.args, call.kwargs = tuple(args), dict(kwargs)
+            call.args, call.kwargs = fresh_copy(tuple(args)), fresh_copy(dict(kwargs))
             if not self.defer:
                 call.args, call.kwargs = as_arrays(call.args), as_arrays(call.kwargs)
         if parent is not None:

@@ -170,6 +170,15 @@ def cell_config(cell: Any, kind: str) -> dict[str, Any]:
     if kind == "dropout":
         p = cell.p if getattr(cell, "p", None) is not None else 1.0 - float(cell.keep_prob)
         return {"p": round(float(p), 12)}
+    if kind == "gelu":  # nn.GELU approximates with tanh unless told not to; its attribute says which
+        approximate = getattr(cell, "approximate", "none")
+        return {
+            "approximate": str(approximate)
+            if isinstance(approximate, str)
+            else "tanh"
+            if approximate
+            else "none"
+        }
     if kind in ("lstm", "gru", "rnn"):
         return {
             "hidden_size": int(cell.hidden_size),

@@ -135,6 +135,8 @@ def layer_config(layer: Any, kind: str) -> dict[str, Any]:
         return {"eps": float(layer._epsilon), "momentum": round(1.0 - float(layer._momentum), 12)}
     if kind.startswith("instancenorm") or kind in ("layernorm", "groupnorm"):
         return {"eps": float(layer._epsilon)}
+    if kind == "gelu":
+        return {"approximate": "tanh" if getattr(layer, "_approximate", False) else "none"}
     if kind == "dropout":
         return {"p": float(layer.p)}
     if kind in ("lstm", "gru", "rnn"):

@@ -1,0 +1,114 @@
+"""The finder on real HuggingFace transformers models and their MindSpore ports (issue: transformer ports).
+
+HF calls its attention and block modules with keyword arguments (masks, a
+cache, flags) and they return tuples or output objects; the port's take one
+tensor and return one. The finder lines up their tensors by role, compares
+what both have, says what one side alone has, and names the module whose own
+code differs, never an ancestor of it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import tscore as ts
+from tests.cross.transformer_ports import GPT2_INPUT, GPT2_MISTAKES, hf_gpt2, ms_gpt2
+from tscore.cli import main
+from tscore.netdiff.report import LayerStatus
+
+
+def find(orig: object, target: object, locate: bool | None = True) -> ts.migrator.NetDiffReport:
+    return ts.migrator.NetDifferenceFinder(orig, target, print_level=0).compare(
+        auto_inputs=GPT2_INPUT, locate=locate
+    )
+
+
+def test_a_correct_gpt2_port_agrees_and_every_attention_call_is_compared() -> None:
+    report = find(hf_gpt2(), ms_gpt2())
+    assert report.passed and report.first_divergence is None, report.verdict()
+    assert report.weights is not None and report.weights.passed
+    rows = {row.orig_path: row for row in report.layers}
+    for path in ("h.0.attn", "h.1.attn", "h.0", "h.1"):
+        row = rows[path]
+        assert row.status is LayerStatus.OK and row.output is not None and row.inherited_error is not None, (
+            report.layer_table()
+        )
+    assert "only torch (cpu) passes cache_position, attention_mask (not compared)" in rows["h.0.attn"].note
+    assert "output out_1 has no mindspore (CPU) counterpart" in rows["h.0.attn"].note
+    assert "not compared: past_key_values (DynamicCache)" in rows[""].note
+    assert report.settings_differ == []
+
+
+@pytest.mark.parametrize("mistake", ["no_attention_scaling", "swapped_qk", "ln_eps"])
+def test_a_planted_mistake_in_the_port_is_named_at_its_module(mistake: str) -> None:
+    report = find(hf_gpt2(), ms_gpt2(mistake), locate=None)
+    first = report.first_divergence
+    assert first is not None and first.orig_path == first.target_path == GPT2_MISTAKES[mistake], (
+        report.verdict()
+    )
+    if mistake == "ln_eps":
+        assert [s.name for s in first.settings] == ["eps"]
+    else:  # the attention's own code, between the projection that agrees and the next layer
+        assert first.where == "before h.0.attn.attn_dropout, after h.0.attn.c_attn", report.verdict()
+
+
+def test_an_exact_gelu_for_gelu_new_is_reported_as_a_setting_although_the_outputs_agree() -> None:
+    report = find(hf_gpt2(), ms_gpt2("exact_gelu"), locate=None)
+    differ = {
+        row.orig_path: [(s.name, s.orig, s.target) for s in row.settings] for row in report.settings_differ
+    }
+    assert differ == {"h.1.mlp.act": [("approximate", "tanh", "none")]}, report.verdict()
+    assert "approximate torch (cpu) tanh, mindspore (CPU) none" in report.verdict()
+
+
+def test_eager_against_sdpa_attention_is_a_correct_pair() -> None:
+    orig, target = hf_gpt2("eager"), hf_gpt2("sdpa")
+    report = find(orig, target)
+    assert report.passed and report.first_divergence is None, report.verdict()
+    rows = {row.orig_path: row for row in report.layers}
+    assert rows["h.0.attn"].status is LayerStatus.OK and rows["h.0.attn"].output is not None
+    assert rows["h.0.attn.attn_dropout"].status is LayerStatus.NOT_CALLED  # sdpa drops inside its kernel
+
+
+def test_attention_scaling_off_in_one_eager_model_is_named_in_that_attention() -> None:
+    target = hf_gpt2("eager")
+    target.h[1].attn.scale_attn_weights = False
+    report = find(hf_gpt2("sdpa"), target, locate=None)
+    first = report.first_divergence
+    assert first is not None and first.orig_path == "h.1.attn", report.verdict()
+    assert first.where.endswith("after h.1.attn.c_attn")
+
+
+def test_replaying_a_cached_attention_leaves_the_run_as_it_was() -> None:
+    """HF's default use_cache=True hands each attention a DynamicCache it appends to; replays copy it."""
+    orig = hf_gpt2()
+    target = hf_gpt2()
+    target.h[0].attn.scale_attn_weights = False
+    report = find(orig, target, locate=True)
+    assert report.first_divergence is not None and report.first_divergence.orig_path == "h.0.attn"
+    failed = [
+        row.note
+        for row in report.layers
+        if "not replayed:" in row.note.replace("not replayed: its inputs", "")
+    ]
+    assert failed == [], failed
+    again = find(orig, target, locate=True)
+    assert again.first_divergence == report.first_divergence
+
+
+def test_tscore_diff_exits_0_on_the_correct_port_and_1_on_a_mistake(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nets = tmp_path / "gpt2_twins.py"
+    nets.write_text(
+        "from tests.cross.transformer_ports import hf_gpt2, ms_gpt2\n"
+        "def port(): return ms_gpt2()\n"
+        "def mistaken(): return ms_gpt2('no_attention_scaling')\n"
+    )
+    args = ["--input", "2,16:int64:0:100", "-q"]
+    assert main(["diff", f"{nets}:hf_gpt2", f"{nets}:port", *args]) == 0
+    assert capsys.readouterr().out.strip() == "outputs agree: no divergence"
+    assert main(["diff", f"{nets}:hf_gpt2", f"{nets}:mistaken", *args]) == 1
+    assert capsys.readouterr().out.startswith("first divergence: h.0.attn (GPT2Attention / GPT2Attention)")
