@@ -228,7 +228,7 @@ class Backend:
         raise NotImplementedError
 
     def layer_layout(self, layer: Any, kind: str) -> str | None:
-        """Answer ``ts_layer_layout``: ``"NCHW"``, ``"NHWC"``... for one of your layers; None when unknown."""
+        """Answer ``ts_layer_layout`` for one of your layers (``"NHWC"``, ``"channels_first"``, None)."""
         return None
 
     def layer_training(self, layer: Any) -> bool | None:

@@ -712,14 +712,21 @@ def ts_layer_layout(layer: object, kind: str) -> str | None:
     the channels, then spatial letters: ``"NCHW"`` for a channels-first 2-d
     layer (torch's, the neutral form), ``"NHWC"`` for a channels-last one
     (Paddle's ``Conv2D(data_format="NHWC")``, Flax), ``"NLC"`` for a
-    channels-last 1-d one. The layout applies to the layer's tensors of its
-    rank; a ``[N, C]`` tensor reads the same in any layout.
+    channels-last 1-d one; or ``"channels_first"``/``"channels_last"`` for a
+    layer of any rank (the layout of each tensor's own rank). The layout
+    applies to the layer's tensors of its rank; a ``[N, C]`` tensor reads the
+    same in any layout. ``tscore.plugin_api.layout_from_attributes`` reads a
+    ``data_format`` attribute.
 
     The difference finder compares and replays layers in the neutral
     layout, so a channels-last port is compared axis by axis with its
-    channels-first original. Where neither side declares a layout and two
-    tensors' shapes are permutations of each other, it says it cannot tell
-    rather than compare values that are not in the same places.
+    channels-first original. A layer that declares nothing is read in a layout
+    its network declares elsewhere, the one under which its inputs line up
+    with the other side's. Where a side declares nothing and two tensors'
+    shapes are permutations of each other, it says it cannot tell rather than
+    compare values that are not in the same places; two square shapes (channels
+    as many as height and width) cannot show a permutation, so a backend with
+    channels-last layers declares them.
     """
 
 

@@ -402,6 +402,29 @@ def test_tscore_diff_takes_a_network_instance_of_any_framework_as_it_is(
     assert "is a int, which no loaded plugin takes for a network" in capsys.readouterr().err
 
 
+def test_tscore_diff_imports_a_file_s_neighbours_and_a_network_that_cannot_be_built_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "common_parts.py").write_text(
+        "from tests.cross.netdiff_nets import ms_cnn, torch_net, TorchCNN\n"
+    )
+    nets = tmp_path / "nets.py"
+    nets.write_text(
+        "from common_parts import ms_cnn, torch_net, TorchCNN\n"
+        "def reference(): return torch_net(0, TorchCNN)\n"
+        "def port(): return ms_cnn()\n"
+        "def broken(): raise RuntimeError('no weights file here')\n"
+        "def needs_size(size): return ms_cnn()\n"
+    )
+    args = ["--input", "2,3,16,16", "-q"]
+    assert main(["diff", f"{nets}:reference", f"{nets}:port", *args]) == 0
+    capsys.readouterr()
+    assert main(["diff", f"{nets}:reference", f"{nets}:broken", *args]) == 2
+    assert "building the network" in capsys.readouterr().err
+    assert main(["diff", f"{nets}:reference", f"{nets}:needs_size", *args]) == 2
+    assert "callable with no arguments" in capsys.readouterr().err
+
+
 class OwnDense(mnn.Cell):
     """A hand-written dense layer: no plugin knows its kind, so nothing can show it is ``fc1``'s twin."""
 

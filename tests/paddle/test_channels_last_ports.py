@@ -166,3 +166,95 @@ def test_settings_compare_across_ranks_of_one_family() -> None:
     report = find(torch_net(), port)
     differ = {row.orig_path: [s.name for s in row.settings] for row in report.settings_differ}
     assert differ == {"bn": ["eps"]}, report.verdict()
+
+
+class TorchStemNet(tnn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = tnn.Sequential(tnn.Conv2d(3, 4, 3, padding=1))
+        self.bn = tnn.BatchNorm2d(4)
+        self.pool = tnn.AdaptiveAvgPool2d(1)
+        self.fc = tnn.Linear(4, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.pool(self.bn(self.stem(x))).flatten(1))
+
+
+class PaddleStem(pnn.Layer):
+    """A block that takes NCHW and returns NHWC: nothing declares its own layout."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = pnn.Conv2D(3, 4, 3, padding=1, data_format="NHWC")
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        return self.conv(x.transpose([0, 2, 3, 1]))
+
+
+class PaddleStemNet(pnn.Layer):
+    def __init__(self, bn_eps: float = 1e-5) -> None:
+        super().__init__()
+        self.stem = PaddleStem()
+        self.bn = pnn.BatchNorm2D(4, epsilon=bn_eps, data_format="NHWC")
+        self.pool = pnn.AdaptiveAvgPool2D(1, data_format="NHWC")
+        self.fc = pnn.Linear(4, 5)
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        return self.fc(self.pool(self.bn(self.stem(x))).flatten(1))
+
+
+def stem_pair(bn_eps: float = 1e-5) -> tuple[TorchStemNet, PaddleStemNet]:
+    torch.manual_seed(0)
+    paddle.seed(0)
+    port = PaddleStemNet(bn_eps)
+    port.eval()
+    return TorchStemNet().eval(), port
+
+
+def test_a_block_that_turns_channels_last_inside_is_not_judged_from_misplaced_values() -> None:
+    report = find(*stem_pair(), locate=True)
+    assert report.passed and report.first_divergence is None, report.verdict()
+    rows = {row.orig_path: row for row in report.layers}
+    assert (
+        rows["stem"].status is LayerStatus.UNKNOWN and "the same axes in another order" in rows["stem"].note
+    )
+    assert rows["stem.0"].target_path == "stem.conv" and rows["stem.0"].status is LayerStatus.OK
+
+
+def test_a_difference_after_a_block_that_could_not_be_compared_is_named_with_that_caveat() -> None:
+    report = find(*stem_pair(bn_eps=0.5))
+    first = report.first_divergence
+    assert first is not None and first.orig_path == "bn", report.verdict()
+    assert "1 earlier layer call(s) could not be compared (stem" in first.unlocalised
+    assert "may be among them" in report.verdict()
+
+
+class PaddleFlatten(pnn.Layer):
+    """Flattens its channels-last features where torch flattens channels first: same values, other places."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = pnn.Conv2D(3, 4, 3, padding=1, data_format="NHWC")
+        self.flatten = pnn.Flatten()
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        return self.flatten(self.conv(x.transpose([0, 2, 3, 1])))
+
+
+class TorchFlatten(tnn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = tnn.Conv2d(3, 4, 3, padding=1)
+        self.flatten = tnn.Flatten()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.flatten(self.conv(x))
+
+
+def test_a_flatten_of_channels_last_features_is_unknown_not_diverging() -> None:
+    torch.manual_seed(0)
+    report = find(TorchFlatten().eval(), PaddleFlatten().eval(), locate=True)
+    rows = {row.orig_path: row for row in report.layers}
+    assert rows["conv"].status is LayerStatus.OK, report.layer_table()
+    assert rows["flatten"].status is LayerStatus.UNKNOWN and "merges axes" in rows["flatten"].note
+    assert report.first_divergence is None and "cannot tell which layer differs" in report.verdict()

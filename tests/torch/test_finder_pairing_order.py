@@ -65,3 +65,41 @@ def test_layers_listed_in_another_order_pair_by_their_calls(listed_sorted: None)
     pairs = {row.orig_path: row.target_path for row in report.layers}
     assert pairs["act1"] == "z_act" and pairs["act2"] == "a_pool", pairs
     assert all(row.status is LayerStatus.OK for row in report.layers), report.layer_table()
+
+
+class DropOriginal(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(4, 4)
+        self.drop1 = nn.Dropout(0.1)
+        self.fc2 = nn.Linear(4, 4)
+        self.drop2 = nn.Dropout(0.3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop2(self.fc2(self.drop1(self.fc1(x))))
+
+
+class DropPort(nn.Module):
+    """Dropouts named so that sorting lists the second first; in eval mode the outputs agree."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(4, 4)
+        self.z_drop = nn.Dropout(0.1)
+        self.fc2 = nn.Linear(4, 4)
+        self.a_drop = nn.Dropout(0.3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.a_drop(self.fc2(self.z_drop(self.fc1(x))))
+
+
+def test_without_locating_settings_are_compared_between_layers_paired_by_their_calls(
+    listed_sorted: None,
+) -> None:
+    """The outputs agree, so nothing is located: the call order comes from a run whose hooks keep nothing."""
+    report = ts.migrator.NetDifferenceFinder(DropOriginal(), DropPort(), print_level=0).compare(
+        auto_inputs=(((2, 4), "float32"),)
+    )
+    assert report.passed and report.layers == [], report.verdict()
+    assert report.settings_differ == [], report.verdict()
+    assert report.verdict() == "outputs agree: no divergence"

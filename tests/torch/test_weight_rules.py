@@ -78,3 +78,11 @@ def test_a_rule_written_into_the_map_file_is_followed(gated: None, tmp_path: Pat
 def test_between_two_torch_networks_nothing_needs_a_rule() -> None:
     weight_map = build_weight_map(Tagger(), target_model=Tagger())
     assert weight_map.needs_rule == {} and weight_map.name_map["rnn.weight_ih_l0"] == "rnn.weight_ih_l0"
+
+
+def test_the_inverse_map_keeps_the_reason_for_the_names_that_need_a_rule(gated: None) -> None:
+    weight_map = build_weight_map(Tagger(), target="gated")
+    back = weight_map.inverse()
+    assert (back.source, back.target) == ("gated", "torch")
+    assert set(back.needs_rule) == set(weight_map.needs_rule) <= set(back.target_only)
+    assert back.name_map["head.kernel"] == "head.weight" and back.value_map["head.kernel"] == "transpose(1, 0)"

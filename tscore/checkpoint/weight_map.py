@@ -74,7 +74,8 @@ class WeightMap:
         ``structure``, ``ambiguous``; ``unmatched`` with the other side ``None``).
     :ivar needs_rule: source name -> why it is not converted: its layer is of a kind that a plugin
         says no renaming converts (per-gate RNN weights, split q/k/v projections). Such entries map
-        to ``None`` until a person writes the rule into a saved map (names and value transforms).
+        to ``None`` until a person writes the rule into a saved map (names and value transforms). In
+        an inverted map they are the names the target keeps (``target_only``), with the same reasons.
     """
 
     name_map: dict[str, str | None]
@@ -149,7 +150,9 @@ class WeightMap:
         alignment = tuple(
             replace(match, source=match.target, target=match.source) for match in self.alignment
         )
-        return WeightMap(name_map, value_map, self.target, self.source, self.layers, dropped, alignment)
+        inverse = WeightMap(name_map, value_map, self.target, self.source, self.layers, dropped, alignment)
+        # what needed a rule on the way there has no name on this side: the other side's entries keep theirs
+        return replace(inverse, needs_rule=dict(self.needs_rule))
 
     def twins(self) -> dict[str, tuple[str, str]]:
         """Source layer path -> (target layer path, how it was found), for the layers the alignment paired."""

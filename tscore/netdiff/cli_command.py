@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
 from collections.abc import Callable
@@ -38,7 +39,13 @@ def _module(spec: str) -> Any:
             raise ReferenceError_(f"cannot import {spec!r}")
         module = importlib.util.module_from_spec(loader)
         sys.modules[name] = module
-        loader.loader.exec_module(module)
+        folder = os.path.dirname(os.path.abspath(spec))
+        if folder not in sys.path:  # the file imports its neighbours, as it does when run as a script
+            sys.path.insert(0, folder)
+        try:
+            loader.loader.exec_module(module)
+        except Exception as exc:  # the user's file failed: say which, exit 2 as for any bad argument
+            raise ReferenceError_(f"cannot import {spec!r}: {type(exc).__name__}: {exc}") from exc
         return module
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
@@ -77,11 +84,19 @@ def load_reference(reference: str) -> object:
             "which cannot be called; name a network, its class, or a function that returns one"
         )
     try:
-        network = target()
+        inspect.signature(target).bind()
     except TypeError as exc:
         raise ReferenceError_(
             f"{reference!r} is neither a network a loaded plugin knows nor callable with no arguments "
             f"({exc}); name a network, its class, or a function that returns one"
+        ) from exc
+    except ValueError:  # no signature to read (a builtin): call it and see
+        pass
+    try:
+        network = target()
+    except Exception as exc:
+        raise ReferenceError_(
+            f"building the network {reference!r} raised {type(exc).__name__}: {exc}"
         ) from exc
     if hook().ts_model_info(model=network) is None:
         raise ReferenceError_(

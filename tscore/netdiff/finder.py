@@ -35,6 +35,7 @@ from tscore.netdiff.recording import (
     changed_modes,
     layer_modes,
     record_run,
+    run_hooked,
     run_network,
 )
 from tscore.netdiff.report import CaseRun, Labels, LayerRow, LayerStatus, NetDiffReport
@@ -285,15 +286,23 @@ class NetDifferenceFinder:
                 first_failing = index
         self._note_settings(report)
         wanted = self.locate if locate is None else locate
-        orig_layers, target_layers = self._layers()
-        pairs = pair_layers(orig_layers, target_layers, self.weight_map())
-        report.alignment = [match.to_dict() for match in self.weight_map().alignment]
-        report.settings_differ = _settings_rows(pairs)
         target = first_failing
         if wanted and target is None:
             target = 0
+        runs = None
         if wanted is not False and target is not None and report.cases[target].failure is None:
-            self._locate(target, cases[target], pairs, (orig_layers, target_layers), report)
+            runs = self._record(cases[target], report)
+        self._orders = list(runs) if runs is not None else [None, None]
+        orig_layers, target_layers = self._layers()
+        pairs = pair_layers(orig_layers, target_layers, self.weight_map())
+        if runs is None and cases and any(pair.paired_by == "order" for pair in pairs):
+            self._orders = self._track_order(cases[0], report.labels)  # pairing by order needs the call order
+            orig_layers, target_layers = self._layers()
+            pairs = pair_layers(orig_layers, target_layers, self.weight_map())
+        report.alignment = [match.to_dict() for match in self.weight_map().alignment]
+        report.settings_differ = _settings_rows(pairs)
+        if runs is not None and target is not None:
+            self._locate(target, runs, pairs, (orig_layers, target_layers), report)
         self._check_modes(modes, report.labels)
         if self.print_level:
             print_report(report.render(self.print_level))
@@ -339,38 +348,26 @@ class NetDifferenceFinder:
     def _run_case(self, index: int, case: Case, report: NetDiffReport) -> list[PairResult] | None:
         run = CaseRun(case=index, inputs=describe(case))
         report.cases.append(run)
-        orders: tuple[CallRecorder | None, CallRecorder | None] = (None, None)
-        if index == 0:  # the first case also says in which order each network calls its layers
-            orders = (CallRecorder(keep_values=False), CallRecorder(keep_values=False))
         try:
             self._seed()
             began = time.perf_counter()
-            orig_out = run_network(self.pt_net, case, report.orig_label, orders[0])
+            orig_out = run_network(self.pt_net, case, report.orig_label)
             run.orig_seconds = time.perf_counter() - began
             self._seed()
             began = time.perf_counter()
-            target_out = run_network(self.ms_net, case, report.target_label, orders[1])
+            target_out = run_network(self.ms_net, case, report.target_label)
             run.target_seconds = time.perf_counter() - began
         except NetRunError as exc:
             run.failure = exc.failure
             log.warning("case %d: %s", index, exc)
             return None
-        finally:
-            if index == 0:
-                self._orders = list(orders)
         tol = (report.rtol, report.atol, report.equal_nan)
         rows = _output_rows(index, orig_out, target_out, tol, report.labels)
         report.outputs.extend(rows)
         return rows
 
-    def _locate(
-        self,
-        index: int,
-        case: Case,
-        pairs: list[LayerPair],
-        layers: tuple[list[LayerInfo], list[LayerInfo]],
-        report: NetDiffReport,
-    ) -> None:
+    def _record(self, case: Case, report: NetDiffReport) -> tuple[CallRecorder, CallRecorder] | None:
+        """Record every layer call of both networks on ``case``; None (the report says why) if one fails."""
         try:
             self._seed()
             _, orig_run = record_run(self.pt_net, case, report.orig_label)
@@ -378,7 +375,37 @@ class NetDifferenceFinder:
             _, target_run = record_run(self.ms_net, case, report.target_label)
         except NetRunError as exc:
             report.location_note = f"the layers could not be recorded: {exc}"
-            return
+            return None
+        return orig_run, target_run
+
+    def _track_order(self, case: Case, labels: Labels) -> list[CallRecorder | None]:
+        """Learn the order in which each network calls its layers, from a run whose hooks keep no values.
+
+        A side whose layers cannot be hooked, or whose run fails, keeps the order its plugin lists.
+        """
+        orders: list[CallRecorder | None] = []
+        for net, label in zip((self.pt_net, self.ms_net), labels, strict=True):
+            tracker = CallRecorder(keep_values=False)
+            try:
+                self._seed()
+                run_hooked(net, case, label, tracker)
+                orders.append(tracker)
+            except Exception as exc:  # pairing falls back to the listed order
+                log.info(
+                    "the %s network's call order is unknown (%s); its layers pair in listed order", label, exc
+                )
+                orders.append(None)
+        return orders
+
+    def _locate(
+        self,
+        index: int,
+        runs: tuple[CallRecorder, CallRecorder],
+        pairs: list[LayerPair],
+        layers: tuple[list[LayerInfo], list[LayerInfo]],
+        report: NetDiffReport,
+    ) -> None:
+        orig_run, target_run = runs
         tol = (report.rtol, report.atol, report.equal_nan)
         book = LayoutBook(*layers)
         found = locate(orig_run, target_run, pairs, layers[1], tol, report.labels, book)

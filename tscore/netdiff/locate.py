@@ -111,6 +111,22 @@ def _compare_outputs(
     return rows, notes
 
 
+def _reordered_outputs(orig_out: Any, target_out: Any, layouts: CallLayouts) -> str:
+    """Say which paired outputs hold the same axes in another order once read (``""`` when none do).
+
+    Such outputs cannot be compared value by value: no declared layout says how to read them.
+    """
+    pairs, _, _ = pair_leaves(orig_out, target_out)
+    for name, x, _, y in pairs:
+        a, b = layouts.read(x, 0), layouts.read(y, 1)
+        if reordered(a.shape, b.shape):
+            return (
+                f"cannot tell whether it differs: its output {name} is {a.shape} on one side, {b.shape} on "
+                "the other, the same axes in another order, and no declared layout says how to read them"
+            )
+    return ""
+
+
 def _input_error(
     roles: RolePairs, tol: Tolerances, layouts: CallLayouts = AS_GIVEN
 ) -> tuple[bool, float | None]:
@@ -314,9 +330,10 @@ def _compare_call(call: LayerCall, pair: LayerPair, context: _Context) -> tuple[
     if inherited is None:
         notes.append("the layers' inputs do not line up (no tensor of one lines up with one of the other)")
     outputs_agree = all(r.passed for r in out_rows)
-    if not outputs_agree and layouts.loses_order(call, target_call):
+    unreadable = _reordered_outputs(call.output, target_call.output, layouts)
+    if unreadable or (not outputs_agree and layouts.loses_order(call, target_call)):
         _mark_ancestors(call, context.orig_run.calls, context.uncompared_inside)
-        notes.append(LOST_ORDER)
+        notes.append(unreadable or LOST_ORDER)
         return LayerRow(
             status=LayerStatus.UNKNOWN, inherited_error=inherited, note="; ".join(notes), **base
         ), None
@@ -395,12 +412,11 @@ def locate(
         if not entry.outputs_agree and not entry.has_paired_children:
             _replay_into(entry, target_objects, labels)
     _judge(entries, orig_run.calls, target_objects, tol, location, labels)
-    if location.first is None and context.uncompared_inside:
-        count = sum(r.status is LayerStatus.UNKNOWN for r in location.rows)
+    unknown = [r for r in location.rows if r.status is LayerStatus.UNKNOWN]
+    if location.first is None and unknown:
         location.note = (
-            f"cannot tell which layer differs: {count} layer call(s) could not be compared, since the two "
-            "sides hold their tensors in layouts no backend declares (see the layers marked unknown); a "
-            "backend declares them with ts_layer_layout"
+            f"cannot tell which layer differs: {len(unknown)} layer call(s) could not be compared (the "
+            f"first: {unknown[0].label()}: {unknown[0].note}); see the layers marked unknown"
         )
     elif location.first is None and any(r.status is not LayerStatus.OK for r in location.rows):
         location.note = "no paired layer diverges on its own; see the layers marked unknown or not_called"
@@ -418,6 +434,7 @@ def _judge(
     """Give every compared call its status, in the order the calls returned."""
     done = {entry.call.start: (entry.row, entry.inputs_agree) for entry in entries}
     diverging_inside: set[int] = set()
+    unknown_inside: dict[int, list[str]] = {}  # calls holding one that turned out unknown on replay
     for entry in entries:
         row, call = entry.row, entry.call
         if entry.outputs_agree:
@@ -429,11 +446,11 @@ def _judge(
             row.status = LayerStatus.INHERITS
             row.note = "; ".join(filter(None, [row.note, "not replayed: its inputs differ already"]))
             continue
-        if entry.has_paired_children and entry.uncompared_inside:
+        uncompared = entry.uncompared_inside + unknown_inside.get(call.start, [])
+        if entry.has_paired_children and uncompared:
             row.status = LayerStatus.UNKNOWN
-            names = ", ".join(entry.uncompared_inside[:5]) + (
-                ", ..." if len(entry.uncompared_inside) > 5 else ""
-            )
+            _mark_ancestors(call, calls, unknown_inside)
+            names = ", ".join(uncompared[:5]) + (", ..." if len(uncompared) > 5 else "")
             note = (
                 f"cannot tell whether it differs on its own: layers inside it could not be compared ({names})"
             )
@@ -447,6 +464,12 @@ def _judge(
             if entry.inputs_agree:
                 row.own_error = row.output.max_abs_diff if row.output else None
         else:
+            unreadable = _reordered_outputs(call.output, entry.replayed, entry.layouts)
+            if unreadable:
+                row.status = LayerStatus.UNKNOWN
+                row.note = "; ".join(filter(None, [row.note, f"replayed, but {unreadable}"]))
+                _mark_ancestors(call, calls, unknown_inside)
+                continue
             own_rows, _ = _compare_outputs(call.output, entry.replayed, tol, labels, entry.layouts)
             row.own = _worst(own_rows)
             row.own_error = _largest(own_rows)
@@ -462,8 +485,23 @@ def _judge(
                 row.note = "; ".join(filter(None, [row.note, unlocalised]))
             if location.first is None:
                 location.first = _divergence(row, call, done, calls, entry.has_paired_children)
-                if unlocalised:
-                    location.first.where, location.first.unlocalised = "", unlocalised
+                earlier = _unknown_before(row, location.rows)
+                if unlocalised or earlier:
+                    location.first.where = location.first.where if not unlocalised else ""
+                    location.first.unlocalised = "; ".join(filter(None, [unlocalised, earlier]))
+
+
+def _unknown_before(row: LayerRow, rows: list[LayerRow]) -> str:
+    """Say which layer calls that returned before ``row``'s could not be compared (``""`` when none)."""
+    position = next(index for index, other in enumerate(rows) if other is row)
+    unknown = [other.label() for other in rows[:position] if other.status is LayerStatus.UNKNOWN]
+    if not unknown:
+        return ""
+    names = ", ".join(unknown[:3]) + (", ..." if len(unknown) > 3 else "")
+    return (
+        f"{len(unknown)} earlier layer call(s) could not be compared ({names}), so the first difference may "
+        "be among them"
+    )
 
 
 def _divergence(

@@ -275,9 +275,12 @@ def in_call_order(layers: Sequence[LayerInfo], first_calls: dict[str, int]) -> l
         for path in (layer.path, *_ancestors(layer.path)):
             earliest[path] = min(earliest.get(path, when), when)
     listed = {layer.path: index for index, layer in enumerate(layers)}
-    never = float(len(first_calls) + 1)
-    rest = sorted(
-        layers[1:],
-        key=lambda layer: (earliest.get(layer.path, never), layer.path.count("."), listed[layer.path]),
-    )
-    return [layers[0], *rest]
+    never = float("inf")
+
+    def key(layer: LayerInfo) -> tuple[float, int, int]:
+        when = earliest.get(layer.path)
+        if when is None:  # never called, nothing inside called: in listed order, after the rest
+            return never, 0, listed[layer.path]
+        return when, layer.path.count("."), listed[layer.path]  # a parent never called before its first child
+
+    return [layers[0], *sorted(layers[1:], key=key)]

@@ -202,21 +202,11 @@ def _failure(exc: BaseException, network: str, running: LayerCall | None) -> Run
     )
 
 
-def run_network(
-    model: object, case: tuple[Any, ...], network: str, order: CallRecorder | None = None
-) -> object:
-    """Run ``model`` on ``case`` in eval mode; with ``order``, note which layers it calls, in order.
+def run_network(model: object, case: tuple[Any, ...], network: str) -> object:
+    """Run ``model`` on ``case`` in eval mode.
 
-    :param order: a recorder (``keep_values=False``) that learns the order of the layer calls.
     :raises NetRunError: when the network raises, naming the layer that was running.
     """
-    if order is not None:
-        try:
-            return run_hooked(model, case, network, order)
-        except UnsupportedObjectError:
-            raise
-        except Exception as exc:
-            raise NetRunError(_failure(exc, network, order.running)) from exc
     try:
         return _forward(model, case, network)
     except UnsupportedObjectError:

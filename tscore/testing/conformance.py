@@ -309,8 +309,13 @@ class BackendConformance:
             pytest.skip(
                 f"{self.framework} stores every kind in the neutral form (ts_weight_convention: None)"
             )
-        for kind, answer in answered.items():
-            self._check_convention(kind, answer)
+        failures = []
+        for kind, answer in answered.items():  # every kind checked, every failure reported
+            try:
+                self._check_convention(kind, answer)
+            except (AssertionError, transforms.TransformError) as exc:
+                failures.append(f"{kind}: {exc}")
+        assert not failures, "; ".join(failures)
 
     def _check_convention(self, kind: str, answer: Any) -> None:
         if answer.get("needs_rule"):
@@ -410,6 +415,7 @@ class BackendConformance:
         network = self.make_network()
         layers = list(hook().ts_named_layers(model=network))
         norms = [layer for layer in layers if layer.kind.startswith("batchnorm")]
+        assert norms, "make_network must hold a BatchNorm (its kind batchnorm, batchnorm2d, ...)"
         layout = hook().ts_layer_layout(layer=norms[0].layer, kind=norms[0].kind)
         if layout is None:
             pytest.skip(
