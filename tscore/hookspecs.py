@@ -696,6 +696,7 @@ def ts_named_layers(model: object) -> Sequence[LayerInfo] | None:
     of max and average poolings; ``eps`` and ``momentum`` (torch's meaning:
     the weight of the new batch) of normalisations; ``p`` (the drop probability) of dropout;
     ``approximate`` of GELU (``"none"``, ``"tanh"``, ``"sigmoid"``: which variant it computes);
+    ``eps`` of RMS norms and ``base`` of rotary embeddings (``kind_by_name`` finds both in model code);
     ``hidden_size``, ``num_layers``, ``bidirectional``, ``batch_first`` of
     recurrent layers; ``num_heads`` of attention.
     """

@@ -28,6 +28,27 @@ def kind_by_class(layer: object, namespace: object, table: Iterable[tuple[str, s
     return ""
 
 
+def kind_by_name(layer: object) -> tuple[str, dict[str, Any]] | None:
+    """Return the kind and settings of a layer that model code defines itself, by its class name.
+
+    Transformer code writes its own RMS normalisation and rotary embedding (HF's ``LlamaRMSNorm``,
+    ``LlamaRotaryEmbedding``, and a port's cells of the same names): a class whose name ends in
+    ``RMSNorm`` is ``rmsnorm`` with its ``eps`` (``variance_epsilon``), one ending in
+    ``RotaryEmbedding`` is ``rotary`` with its ``base`` (its own, or its config's ``rope_theta``).
+    None for any other class.
+    """
+    name = type(layer).__name__
+    if name.endswith("RMSNorm"):
+        eps = getattr(layer, "variance_epsilon", None)
+        eps = getattr(layer, "eps", None) if eps is None else eps
+        return "rmsnorm", {} if eps is None else {"eps": float(eps)}
+    if name.endswith("RotaryEmbedding"):
+        base = getattr(layer, "base", None)
+        base = getattr(getattr(layer, "config", None), "rope_theta", None) if base is None else base
+        return "rotary", {} if base is None else {"base": float(base)}
+    return None
+
+
 @contextmanager
 def training_modes_restored(layers: Iterable[Any]) -> Iterator[None]:
     """Give every layer its own ``training`` flag back on leaving, however the block ends.

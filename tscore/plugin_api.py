@@ -19,7 +19,8 @@ report machinery.
   :class:`CheckpointReadError`, :class:`UnsafePickleError`.
 * Helpers a backend uses: :func:`hook_layers` (forward pre- and post-hooks
   on layers that offer torch's hook API), :func:`kind_by_class` (a layer's
-  neutral kind from a table of classes), :func:`training_modes_restored`
+  neutral kind from a table of classes), :func:`kind_by_name` (the RMS norms and rotary
+  embeddings model code defines itself), :func:`training_modes_restored`
   (every layer's mode back after a run), :func:`map_arrays` (turn every
   array in nested arguments into a tensor), :func:`write_atomic`,
   :func:`read_package_json` (a data file shipped in your package),
@@ -56,7 +57,7 @@ from tscore.errors import StepStopped, TscoreError, UnsupportedObjectError
 from tscore.hookspecs import PROJECT_NAME, hookimpl, hookspec
 from tscore.json_files import read_package_json
 from tscore.layouts import from_attributes as layout_from_attributes
-from tscore.module_hooks import hook_layers, kind_by_class, training_modes_restored
+from tscore.module_hooks import hook_layers, kind_by_class, kind_by_name, training_modes_restored
 from tscore.npy_files import write_atomic
 from tscore.safe_pickle import UnsafePickleError, restricted_unpickle
 from tscore.structures import map_arrays
@@ -106,6 +107,7 @@ __all__ = [
     "hookimpl",
     "hookspec",
     "kind_by_class",
+    "kind_by_name",
     "kind_family",
     "layout_from_attributes",
     "map_arrays",

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tscore.contract.layers import LayerInfo
-from tscore.module_hooks import kind_by_class
+from tscore.module_hooks import kind_by_class, kind_by_name
 
 # (class name under the backend's nn namespace, neutral kind)
 TORCH_STYLE_KINDS: tuple[tuple[str, str], ...] = (
@@ -34,6 +34,7 @@ TORCH_STYLE_KINDS: tuple[tuple[str, str], ...] = (
     ("InstanceNorm2d", "instancenorm2d"),
     ("InstanceNorm3d", "instancenorm3d"),
     ("LayerNorm", "layernorm"),
+    ("RMSNorm", "rmsnorm"),
     ("GroupNorm", "groupnorm"),
     ("Embedding", "embedding"),
     ("PReLU", "prelu"),
@@ -97,7 +98,7 @@ def torch_style_kind(module: Any, nn: Any) -> str:
     """
     kind = kind_by_class(module, nn, TORCH_STYLE_KINDS)
     if not kind:
-        found = _library_activation(module)
+        found = _library_activation(module) or kind_by_name(module)
         kind = found[0] if found else ""
     return kind
 
@@ -164,9 +165,11 @@ def torch_style_config(module: Any, kind: str) -> dict[str, Any]:
         return {"eps": float(module.eps)}
     if kind == "dropout":
         return {"p": float(module.p)}
-    library = _library_activation(module)
+    library = _library_activation(module) or kind_by_name(module)
     if library is not None:
         return dict(library[1])
+    if kind == "rmsnorm":
+        return {} if module.eps is None else {"eps": float(module.eps)}
     if kind == "gelu":
         return {"approximate": str(getattr(module, "approximate", "none"))}
     if kind in ("lstm", "gru", "rnn"):

@@ -14,7 +14,16 @@ from pathlib import Path
 import pytest
 
 import tscore as ts
-from tests.cross.transformer_ports import GPT2_INPUT, GPT2_MISTAKES, hf_gpt2, ms_gpt2
+from tests.cross.transformer_ports import (
+    GPT2_INPUT,
+    GPT2_MISTAKES,
+    LLAMA_INPUT,
+    LLAMA_MISTAKES,
+    hf_gpt2,
+    hf_llama,
+    ms_gpt2,
+    ms_llama,
+)
 from tscore.cli import main
 from tscore.netdiff.report import LayerStatus
 
@@ -112,3 +121,35 @@ def test_tscore_diff_exits_0_on_the_correct_port_and_1_on_a_mistake(
     assert capsys.readouterr().out.strip() == "outputs agree: no divergence"
     assert main(["diff", f"{nets}:hf_gpt2", f"{nets}:mistaken", *args]) == 1
     assert capsys.readouterr().out.startswith("first divergence: h.0.attn (GPT2Attention / GPT2Attention)")
+
+
+def test_a_correct_llama_port_agrees_with_its_rotary_tables_and_attention_compared() -> None:
+    report = ts.migrator.NetDifferenceFinder(hf_llama(), ms_llama(), print_level=0).compare(
+        auto_inputs=LLAMA_INPUT, locate=True
+    )
+    assert report.passed and report.first_divergence is None, report.verdict()
+    rows = {row.orig_path: row for row in report.layers}
+    for path in ("rotary_emb", "layers.0.self_attn", "layers.1.post_attention_layernorm", "layers.0.mlp"):
+        assert rows[path].status is LayerStatus.OK and rows[path].output is not None, report.layer_table()
+    assert rows["layers.0.self_attn"].inherited_error is not None  # hidden states and cos/sin lined up
+    assert (
+        "only torch (cpu) passes attention_mask, position_ids, cache_position"
+        in rows["layers.0.self_attn"].note
+    )
+
+
+LLAMA_SETTINGS = {"rotary_base": ("base", 10000.0, 1000.0), "rms_eps": ("eps", 1e-6, 1e-2)}
+
+
+@pytest.mark.parametrize("mistake", sorted(LLAMA_MISTAKES))
+def test_a_planted_mistake_in_the_llama_port_is_named_at_its_module(mistake: str) -> None:
+    report = ts.migrator.NetDifferenceFinder(hf_llama(), ms_llama(mistake), print_level=0).compare(
+        auto_inputs=LLAMA_INPUT
+    )
+    first = report.first_divergence
+    path = LLAMA_MISTAKES[mistake]
+    assert first is not None and first.orig_path == first.target_path == path, report.verdict()
+    if mistake in LLAMA_SETTINGS:
+        assert [(s.name, s.orig, s.target) for s in first.settings] == [LLAMA_SETTINGS[mistake]]
+    else:
+        assert first.where == f"before {path}.o_proj, after {path}.v_proj", report.verdict()

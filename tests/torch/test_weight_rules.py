@@ -85,4 +85,6 @@ def test_the_inverse_map_keeps_the_reason_for_the_names_that_need_a_rule(gated: 
     back = weight_map.inverse()
     assert (back.source, back.target) == ("gated", "torch")
     assert set(back.needs_rule) == set(weight_map.needs_rule) <= set(back.target_only)
-    assert back.name_map["head.kernel"] == "head.weight" and back.value_map["head.kernel"] == "transpose(1, 0)"
+    assert (
+        back.name_map["head.kernel"] == "head.weight" and back.value_map["head.kernel"] == "transpose(1, 0)"
+    )

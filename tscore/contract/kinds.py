@@ -62,6 +62,7 @@ NEUTRAL_KINDS: tuple[NeutralKind, ...] = (
     _plain("groupnorm", "groupnorm", "group normalisation over channel groups", channels=True),
     _plain("rmsnorm", "rmsnorm", "RMS normalisation over the last axis"),
     _plain("embedding", "embedding", "a table lookup"),
+    _plain("rotary", "rotary", "rotary position embedding: cos and sin tables (setting ``base``)"),
     _plain("prelu", "activation", "PReLU, with a learnt slope", channels=True),
     _plain("rnn", "recurrent", "an Elman RNN"),
     _plain("lstm", "recurrent", "an LSTM"),

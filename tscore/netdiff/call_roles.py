@@ -72,6 +72,15 @@ class RolePairs:
         return "; ".join(parts) + " (not compared)" if parts else ""
 
 
+def _same_shape(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape
+
+
+def _same_values_count(a: np.ndarray, b: np.ndarray) -> bool:
+    """Say whether two shapes differ only by axes of size 1."""
+    return [n for n in a.shape if n != 1] == [n for n in b.shape if n != 1]
+
+
 def _keyword(role: str) -> bool:
     return not role.startswith("arg")
 
@@ -79,9 +88,10 @@ def _keyword(role: str) -> bool:
 def pair_roles(orig_call: LayerCall, target_call: LayerCall) -> RolePairs:
     """Pair two calls' input tensors by role.
 
-    Same role first; then, in order, a leftover positional tensor of one side with a leftover of
-    the other that holds as many values (a hidden state passed positionally against the same passed
-    by keyword); what remains is one-sided.
+    Same role first; then, in order, a leftover tensor of one side with the first leftover of the
+    other of the same shape, then one whose shape differs only by axes of size 1, where at least
+    one of the two is positional (a hidden state passed positionally against the same passed by
+    keyword); what remains is one-sided.
     """
     result = RolePairs(input_roles(orig_call), input_roles(target_call))
     target_by_role = {role: index for index, (role, _) in enumerate(result.target)}
@@ -95,14 +105,20 @@ def pair_roles(orig_call: LayerCall, target_call: LayerCall) -> RolePairs:
         else:
             left.append(i)
     right = [j for j in range(len(result.target)) if j not in taken]
-    for i in list(left):
-        array = result.orig[i][1]
-        same = [j for j in right if result.target[j][1].shape == array.shape]
-        match = next(iter(same or [j for j in right if result.target[j][1].size == array.size]), None)
-        positional = not _keyword(result.orig[i][0]) or (
-            match is not None and not _keyword(result.target[match][0])
-        )
-        if match is not None and positional:
+    for alike in (_same_shape, _same_values_count):  # exact shapes first, then [N, 1, C] against [N, C]
+        for i in list(left):
+            role, array = result.orig[i]
+            match = next(
+                (  # two keywords of different names are two different things
+                    j
+                    for j in right
+                    if alike(array, result.target[j][1])
+                    and not (_keyword(role) and _keyword(result.target[j][0]))
+                ),
+                None,
+            )
+            if match is None:
+                continue
             result.pairs.append((i, match))
             right.remove(match)
             left.remove(i)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from tscore.plugin_api import HookHandles, LayerInfo, ModuleRecorder, hook_layers, map_arrays
+from tscore.plugin_api import HookHandles, LayerInfo, ModuleRecorder, hook_layers, kind_by_name, map_arrays
 
 # (namespace under mindspore, class name, neutral kind); subclasses come before their bases.
 _KINDS: tuple[tuple[str, str, str], ...] = (
@@ -198,13 +198,14 @@ def named_layers(net: Any) -> list[LayerInfo]:
     for path, cell in net.cells_and_names():
         prefix = f"{path}." if path else ""
         kind = cell_kind(cell, classes)
+        named = None if kind else kind_by_name(cell)  # the port's own LlamaRMSNorm, RotaryEmbedding
         layers.append(
             LayerInfo(
                 path=path,
                 type_name=type(cell).__name__,
-                kind=kind,
+                kind=named[0] if named else kind,
                 params=tuple(prefix + name for name, _ in cell.parameters_and_names(expand=False)),
-                config=cell_config(cell, kind),
+                config=named[1] if named else cell_config(cell, kind),
                 layer=cell,
             )
         )
