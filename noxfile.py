@@ -333,6 +333,6 @@ def bench_dump_compare(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench_netdiff(session: nox.Session) -> None:
-    """NetDifferenceFinder's layer localisation against two plain forward passes (small ResNet)."""
-    session.install(*CONSTRAINTS, ".", TORCH_PLUGIN, MS_PLUGIN, MS_NUMPY)
+    """NetDifferenceFinder's layer localisation against two plain forward passes (ResNets, HF GPT-2)."""
+    session.install(*CONSTRAINTS, ".", TORCH_PLUGIN, MS_PLUGIN, MS_NUMPY, TRANSFORMERS)
     session.run("python", "benchmarks/bench_netdiff.py", *session.posargs)

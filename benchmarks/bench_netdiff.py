@@ -14,7 +14,11 @@ replayed) and once for a twin whose first convolution pads wrongly (every
 later layer disagrees and is replayed: the most work localisation does); on
 the small ResNet (3 basic blocks) and on a 50-convolution one (blocks 4/6/8/6,
 105 weight-owning layers), the latter also with every MindSpore name
-different (the twin wrapped in a cell, so the layers align by structure).
+different (the twin wrapped in a cell, so the layers align by structure);
+and on a tiny HuggingFace GPT-2 (2 blocks, width 64, 2x16 tokens) against
+its MindSpore port (``tests/cross/transformer_ports.py``), correct and with
+attention scaling off in ``h.0.attn``: many small modules, called with keyword
+arguments, whose attention replays with its cache copied.
 
 Then the alignment alone: ``get_weight_map(pt_net=..., ms_net=...)`` for the
 105-layer pair with every name different, against the same call when the
@@ -34,7 +38,9 @@ from functools import partial
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
+sys.path.insert(0, str(ROOT))  # the transformer ports live beside the tests that use them
 
 
 def _median_seconds(function: Callable[[], object], repeat: int) -> float:
@@ -75,26 +81,37 @@ def main(argv: list[str] | None = None) -> int:
         def construct(self, x: ms.Tensor) -> ms.Tensor:
             return self.port(x)
 
-    pairs = [
-        ("small, correct twin", {}, None, False),
-        ("small, first conv mistaken", {}, "stem_padding", False),
-        ("50 conv, correct twin", deep, None, False),
-        ("50 conv, first conv mistaken", deep, "stem_padding", False),
-        ("50 conv, first conv mistaken, names differ", deep, "stem_padding", True),
-    ]
-    rows = []
-    for label, shape, mistake, renamed in pairs:
-        pt_net, ms_net = torch_resnet(**shape), ms_resnet(mistake, **shape)
+    from tests.cross.transformer_ports import hf_gpt2, ms_gpt2
+
+    tokens = np.random.default_rng(0).integers(0, 100, (2, 16)).astype(np.int64)
+
+    def resnets(shape: dict[str, object], mistake: str | None, renamed: bool) -> tuple[object, object]:
+        ms_net = ms_resnet(mistake, **shape)
         if renamed:
             ms_net = Renamed(ms_net)
             ms_net.set_train(False)
+        return torch_resnet(**shape), ms_net
+
+    pairs = [
+        ("small, correct twin", partial(resnets, {}, None, False), x),
+        ("small, first conv mistaken", partial(resnets, {}, "stem_padding", False), x),
+        ("50 conv, correct twin", partial(resnets, deep, None, False), x),
+        ("50 conv, first conv mistaken", partial(resnets, deep, "stem_padding", False), x),
+        ("50 conv, first conv mistaken, names differ", partial(resnets, deep, "stem_padding", True), x),
+        ("HF GPT-2, correct port", lambda: (hf_gpt2(), ms_gpt2()), tokens),
+        ("HF GPT-2, attention scaling off", lambda: (hf_gpt2(), ms_gpt2("no_attention_scaling")), tokens),
+    ]
+    rows = []
+    for label, make, x in pairs:
+        pt_net, ms_net = make()
         finder = ts.migrator.NetDifferenceFinder(pt_net, ms_net, print_level=0)
         finder.compare(inputs=(x,), locate=False)  # warm up both frameworks, load the weights
         tx, mx = torch.from_numpy(x), ms.Tensor(x)
 
         def plain(pt_net: object = pt_net, ms_net: object = ms_net, tx: object = tx, mx: object = mx) -> None:
             with torch.no_grad():
-                pt_net(tx).numpy()  # type: ignore[operator]
+                out = pt_net(tx)  # type: ignore[operator]
+                (out if isinstance(out, torch.Tensor) else out[0]).numpy()  # HF returns an output object
             ms_net(mx).asnumpy()  # type: ignore[operator]  # waits for MindSpore's queued kernels
 
         plain()
@@ -126,7 +143,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"{label}: {report.verdict()}")
     print()
-    print(f"ResNet pairs, batch {args.batch}, 3x32x32, one thread, medians of {args.repeat}")
+    print(
+        f"ResNet pairs batch {args.batch}, 3x32x32; GPT-2 2x16 tokens; one thread, medians of {args.repeat}"
+    )
     header = (
         "| pair | plain fwd torch+MS | compare | compare + locate | localisation "
         "| ratio to plain (median of per-turn ratios) "
