@@ -266,6 +266,7 @@ def _msprobe_env(session: nox.Session) -> Path:
             "numpy<2",
             "torch==2.13.0",
             "mindstudio-probe==26.2.0",
+            TRANSFORMERS,
             external=True,
         )
     return msprobe_python
@@ -290,12 +291,12 @@ def gpu(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench_dump(session: nox.Session) -> None:
-    """The API dump's cost per training step against msprobe 26.2, side by side (small ResNet, encoder).
+    """The API dump's cost per training step against msprobe 26.2, side by side (ResNet, encoder, GPT-2).
 
     ``-- --device cuda`` runs the GPU models (ResNet-50, a 6 x 512 encoder, the small ResNet) on a
     machine with CUDA; there the venv needs a CUDA build of torch.
     """
-    session.install(*CONSTRAINTS, ".", TORCH_PLUGIN)
+    session.install(*CONSTRAINTS, ".", TORCH_PLUGIN, TRANSFORMERS)
     msprobe_python = _msprobe_env(session)
     session.run(
         "python", "benchmarks/bench_dump.py", "--msprobe-python", str(msprobe_python), *session.posargs

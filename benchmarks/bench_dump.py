@@ -4,8 +4,8 @@ Each measurement runs in a fresh interpreter (``--worker``), so that one tool's
 patches cannot touch another's numbers: msprobe runs from its own venv
 (``nox -s bench_dump`` installs ``mindstudio-probe`` 26.2 there), tscore from
 this one. A worker times plain steps (forward, backward, SGD step) of a small
-ResNet or a small transformer encoder, then dumped steps (``start``, step,
-``stop``, ``step()``), then plain steps again after the dump stopped, and
+ResNet, a small transformer encoder or a tiny HuggingFace GPT-2 language model,
+then dumped steps (``start``, step, ``stop``, ``step()``), then plain steps again after the dump stopped, and
 reports the medians; ratios are taken within one worker. ``overflow_check``
 (tscore only: msprobe 26.2 has no such task) times the check on a step that
 does not overflow, which is what it costs a healthy training run. Tensor mode also
@@ -29,7 +29,7 @@ import tempfile
 import time
 from typing import Any
 
-MODELS = ("resnet", "encoder")
+MODELS = ("resnet", "encoder", "gpt2")
 # on a GPU: the three models (ResNet-50 at batch 64, a 6 x 512 encoder on 32 x 256 tokens, the
 # small ResNet at batch 8); tensor mode on the small ResNet and on ResNet-50 at batch 16 (one step
 # of it writes gigabytes)
@@ -96,6 +96,19 @@ def _model(name: str) -> tuple[Any, Any, Any]:
         def forward(self, ids: torch.Tensor) -> torch.Tensor:
             return self.head(self.encoder(self.embed(ids)).mean(1))
 
+    if name == "gpt2":  # a tiny HuggingFace GPT-2 language model: many small calls per step
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        class LanguageModel(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                config = GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=100, n_positions=32)
+                self.model = GPT2LMHeadModel(config)
+
+            def forward(self, ids: torch.Tensor) -> torch.Tensor:
+                return self.model(ids, use_cache=False).logits.flatten(0, 1)
+
+        return LanguageModel(), torch.randint(0, 100, (8, 32)), torch.randint(0, 100, (8 * 32,))
     if name == "encoder6":  # the GPU's: 6 x 512 on 32 x 256 tokens
         return Encoder(1000, 512, 8, 2048, 6), torch.randint(0, 1000, (32, 256)), torch.randint(0, 10, (32,))
     return Encoder(100, 64, 4, 128, 2), torch.randint(0, 100, (8, 32)), torch.randint(0, 10, (8,))
