@@ -176,7 +176,7 @@ def test_backward_calls_keep_their_positions(tmp_path, two_frameworks):
     backward = type(calls[0])(calls[0].name.__class__("Primitive", "MatMul", 0, "backward"), 9)
     backward.inputs = [type(calls[0].inputs[0])("input", "0", "g", dtype="float32", shape=(4, 3))]
     out = neutral_calls([*calls, backward], api_table("splitfw"))
-    assert out[-1] is backward and backward.op is None and backward.inputs[0].path == "0"
+    assert out[-1] is backward and backward.op == "matmul" and backward.inputs[0].path == "0"
 
 
 def test_runs_that_change_while_compared_in_step_are_an_error(tmp_path):
@@ -191,3 +191,19 @@ def test_runs_that_change_while_compared_in_step_are_an_error(tmp_path):
     orig.records.each = lambda: iter(list(records())[:1])  # read as columns (statistics_lane) or not
     with pytest.raises(DumpReadError, match="changed while it was compared"):
         compare_streams(target, orig)
+
+
+@pytest.mark.parametrize(
+    ("api", "op"),
+    [
+        ("split", "split"),
+        ("__truediv__", "div"),
+        ("__radd__", "add"),
+        ("view", "reshape"),
+        ("astype", "cast"),
+    ],
+)
+def test_an_api_no_table_names_is_the_operation_its_name_says_in_any_namespace(api: str, op: str) -> None:
+    from tscore.dump_compare.api_names import default_op
+
+    assert default_op(api) == op

@@ -153,3 +153,65 @@ def test_a_planted_mistake_in_the_llama_port_is_named_at_its_module(mistake: str
         assert [(s.name, s.orig, s.target) for s in first.settings] == [LLAMA_SETTINGS[mistake]]
     else:
         assert first.where == f"before {path}.o_proj, after {path}.v_proj", report.verdict()
+
+
+def _dumps(tmp_path: Path, mistake: str | None) -> ts.dump_compare.DumpCompareReport:
+    """Dump one forward and backward of HF GPT-2 (orig) and its port (target), statistics; compare them."""
+    import mindspore as ms
+    import numpy as np
+    import torch
+
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    orig, port = hf_gpt2(), ms_gpt2(mistake)
+    ts.migrator.NetDifferenceFinder(orig, port, print_level=0).compare(auto_inputs=GPT2_INPUT, locate=False)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 100, (2, 16)).astype(np.int64)
+    projection = rng.standard_normal((2, 16, 64)).astype(np.float32)  # a loss whose gradients are not ~0
+
+    def dump(net: object, run: object, name: str) -> str:
+        debugger = ts.dump.Debugger(task="statistics", dump_path=str(tmp_path / name), level="L1")
+        debugger.start(net)
+        try:
+            run()  # type: ignore[operator]
+        finally:
+            debugger.stop()
+            debugger.close()
+        return str(tmp_path / name / "step0" / "rank0")
+
+    def torch_step() -> None:
+        (orig(torch.from_numpy(ids)).last_hidden_state * torch.from_numpy(projection)).sum().backward()
+
+    def ms_step() -> None:
+        loss = ms.value_and_grad(
+            lambda x: (port(x) * ms.Tensor(projection)).sum(), None, port.trainable_params()
+        )
+        loss(ms.Tensor(ids))
+
+    orig_dump, port_dump = dump(orig, torch_step, "torch"), dump(port, ms_step, "ms")
+    (tmp_path / "out").mkdir()
+    return ts.dump.compare_dumps(port_dump, orig_dump, str(tmp_path / "out"))
+
+
+def test_the_dump_compare_pairs_the_calls_of_hf_gpt2_and_its_port_as_a_person_would(tmp_path: Path) -> None:
+    report = _dumps(tmp_path, None)
+    pairs = {(v.target_call, v.orig_call): v for v in report.calls}
+    expected = [
+        ("Functional_split_0_forward", "Tensor_split_0_forward"),  # one operation in two namespaces
+        ("Primitive_Gather_0_forward", "Functional_embedding_0_forward"),  # MindSpore's embedding
+        ("Functional_matmul_0_forward", "Torch_addmm_0_forward"),  # matmul + a bias add = addmm
+        ("Tensor___truediv___0_forward", "Tensor_div_0_forward"),
+        ("Functional_matmul_0_backward", "Torch_addmm_0_backward"),
+    ]
+    for key in expected:
+        assert key in pairs and pairs[key].status == "ok", (key, pairs.get(key))
+    by_values = [v for v in report.calls if v.how == "values"]
+    assert len(by_values) >= 6 and all(v.status == "ok" for v in by_values)  # q, k and v never cross
+    forward = [v for v in report.calls if v.direction == "forward" and v.how != "unpaired"]
+    assert not [v for v in forward if v.status in ("own", "inherited")], [v.label for v in forward]
+
+
+def test_the_dump_compare_names_the_layernorm_whose_epsilon_the_port_changed(tmp_path: Path) -> None:
+    report = _dumps(tmp_path, "ln_eps")
+    first = report.first_error
+    assert first is not None and first.module == "h.1.ln_2", report.summary()
+    assert first.target_call == "Primitive_LayerNorm_3_forward"

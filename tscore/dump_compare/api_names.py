@@ -33,6 +33,44 @@ FOLDED_BIAS = {
     "linear": "linear",
 }
 BIAS_ADD = "bias_add"
+ADD = "add"
+
+# an API no table names is the operation its own name says, whatever its namespace: ``Tensor.split``,
+# ``Functional.split`` (MindSpore's ops.split) and ``Torch.split`` are all ``split``; operators by name
+DUNDER_OPS = {
+    "__add__": "add",
+    "__radd__": "add",
+    "__iadd__": "add",
+    "__sub__": "sub",
+    "__isub__": "sub",
+    "__rsub__": "rsub",
+    "__mul__": "mul",
+    "__rmul__": "mul",
+    "__imul__": "mul",
+    "__truediv__": "div",
+    "__itruediv__": "div",
+    "__rtruediv__": "rdiv",
+    "__matmul__": "matmul",
+    "__pow__": "pow",
+    "__neg__": "neg",
+    "__getitem__": "getitem",
+    "__setitem__": "setitem",
+}
+SYNONYMS = {"view": "reshape", "divide": "div", "true_divide": "div", "multiply": "mul", "subtract": "sub"}
+SYNONYMS |= {
+    "concat": "cat",
+    "astype": "cast",
+    "to": "cast",
+    "type": "cast",
+    "float": "cast",
+    "swapaxes": "transpose",
+}
+
+
+def default_op(api: str) -> str:
+    """Name the neutral operation of an API no table knows, from its own name (``__truediv__`` -> ``div``)."""
+    name = DUNDER_OPS.get(api, api.strip("_").lower())
+    return SYNONYMS.get(name, name)
 
 
 @dataclass(frozen=True)
@@ -90,13 +128,15 @@ def neutral_calls(calls: Sequence[Call], table: Mapping[str, NeutralApi]) -> lis
     """Name the values of every forward call the table knows by neutral slots; fold each ``bias_add`` in.
 
     The calls are changed in place (their values loaded: not for a dump read on demand); the
-    list returned leaves out the folded ``bias_add`` calls. Backward calls (whose values are
-    gradients, in another order) keep their positions and pair through their forward calls.
+    list returned leaves out the folded ``bias_add`` calls (and the ``add`` of a bias after a
+    ``matmul``). Backward calls (whose values are gradients, in another order) get their operation
+    and keep their values' positions: they pair through their forward calls, their values by shape.
     """
     out: list[Call] = []
     for call in calls:
-        entry = table.get(f"{call.name.prefix}.{call.name.api}")
-        if entry is None or call.name.direction != "forward":
+        entry = table.get(f"{call.name.prefix}.{call.name.api}") or NeutralApi(default_op(call.name.api))
+        if call.name.direction != "forward":
+            call.op = entry.op  # its values keep their places: gradients pair by shape (pair_items)
             out.append(call)
             continue
         call.op = entry.op
@@ -126,5 +166,29 @@ def neutral_calls(calls: Sequence[Call], table: Mapping[str, NeutralApi]) -> lis
             before.inputs += bias
             before.outputs = call.outputs
             continue
+        if _adds_a_bias(call, before):  # matmul(x, w) + b, as a port writes a linear layer by hand
+            assert before is not None
+            before.op = "linear"
+            for item in before.inputs:
+                if item.path.partition(".")[0] == "other":
+                    item.path = "weight" + item.path[len("other") :]
+            bias_item = next(i for i in call.inputs if i.shape is not None and len(i.shape) == 1)
+            bias_item.path = "bias"
+            before.inputs += [bias_item]
+            before.outputs = call.outputs
+            continue
         out.append(call)
     return out
+
+
+def _adds_a_bias(call: Call, before: Call | None) -> bool:
+    """Say whether ``call`` adds a 1-d bias to the output of the ``matmul`` just before it."""
+    if call.op != ADD or before is None or before.op != "matmul" or before.name.direction != "forward":
+        return False
+    shapes = [i.shape for i in call.inputs if i.is_tensor and i.shape is not None]
+    made = [o.shape for o in before.outputs if o.is_tensor and o.shape is not None]
+    if len(shapes) != 2 or len(made) != 1 or not made[0]:
+        return False
+    vectors = [shape for shape in shapes if len(shape) == 1]
+    others = [shape for shape in shapes if len(shape) != 1]
+    return len(vectors) == 1 and len(others) == 1 and others[0] == made[0] and vectors[0][0] == made[0][-1]

@@ -10,11 +10,19 @@ A stretch where the kinds agree and the shapes do not pairs call for call
 (those are the differences to report); calls with no partner are rows too.
 A backward call pairs with the backward of its forward call's partner; what
 remains of the backward calls is aligned the same way.
+
+Calls alike in every way but their values (three ``view`` calls of one shape
+in one attention module, for q, k and v) pair by order only where their
+values cannot tell them apart: where one run makes them in another order (k
+and v before q), they pair by their outputs' statistics
+(:func:`_paired_by_values`), so that q never pairs with k.
 """
 
 from __future__ import annotations
 
 import difflib
+import itertools
+import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -29,7 +37,7 @@ class CallPair:
 
     target: Call | None
     orig: Call | None
-    how: str  # "name", "aligned" (by sequence), "kind" (same API, other shapes), "unpaired"
+    how: str  # "name", "aligned" (by sequence), "kind" (same API, other shapes), "values", "unpaired"
 
 
 def _kind(call: Call, api_map: Mapping[str, str]) -> tuple[str, str, str]:
@@ -106,6 +114,65 @@ def _pair_kinds(target: Sequence[Call], orig: Sequence[Call], api_map: Mapping[s
     return pairs
 
 
+# calls alike that are re-paired by their values: at most this many in one group (their orders are tried)
+LARGEST_GROUP = 6
+# and only when the values say so clearly: the best order's distance under this share of the given one's
+CLEARLY_BETTER = 0.5
+
+
+Fingerprint = tuple[float, float]
+
+
+def _fingerprint(call: Call) -> Fingerprint | None:
+    """Give the mean and norm of a call's first tensor output (None: its dump has no statistics)."""
+    for item in call.outputs:
+        if item.is_tensor and item.stats is not None and None not in (item.stats[2], item.stats[3]):
+            return float(item.stats[2]), float(item.stats[3])  # type: ignore[arg-type]
+    return None
+
+
+def _distance(a: tuple[float, float], b: tuple[float, float]) -> float:
+    scale = max(abs(a[1]), abs(b[1]), 1e-12)
+    return (abs(a[0] - b[0]) + abs(a[1] - b[1])) / scale
+
+
+def _paired_by_values(pairs: list[CallPair], api_map: Mapping[str, str]) -> list[CallPair]:
+    """Re-pair calls alike (one module, one kind, the same shapes) whose order differs between the runs.
+
+    In each such group of paired calls, every order of the orig calls is tried (up to
+    :data:`LARGEST_GROUP` calls); the one whose outputs' statistics lie closest is taken when it is
+    clearly closer than the order given. Pairs keep their places in the target's order.
+    """
+    groups: dict[Hashable, list[int]] = {}
+    for index, pair in enumerate(pairs):
+        if pair.target is None or pair.orig is None:
+            continue
+        key = (pair.target.module, _signature(pair.target, api_map), _signature(pair.orig, api_map))
+        groups.setdefault(key, []).append(index)
+    result = list(pairs)
+    for members in groups.values():
+        if not 2 <= len(members) <= LARGEST_GROUP:
+            continue
+        found = [(_fingerprint(pairs[i].target), _fingerprint(pairs[i].orig)) for i in members]  # type: ignore[arg-type]
+        targets = [t for t, _ in found if t is not None]
+        origs = [o for _, o in found if o is not None]
+        if len(targets) != len(members) or len(origs) != len(members):
+            continue
+
+        def cost(
+            order: Sequence[int], targets: list[Fingerprint] = targets, origs: list[Fingerprint] = origs
+        ) -> float:
+            return sum(_distance(targets[k], origs[j]) for k, j in enumerate(order))
+
+        given = cost(range(len(members)))
+        best = min(itertools.permutations(range(len(members))), key=cost)
+        if cost(best) < CLEARLY_BETTER * given and not math.isclose(cost(best), given):
+            for k, j in enumerate(best):
+                target, orig = pairs[members[k]].target, pairs[members[j]].orig
+                result[members[k]] = CallPair(target, orig, "values")
+    return result
+
+
 def _call_id(call: Call) -> tuple[str, str, int]:
     return call.name.prefix, call.name.api, call.name.index
 
@@ -120,11 +187,14 @@ def pair_calls(
     :return: pairs in the target side's order (calls only the orig side has, where they fall).
     """
     mapping = dict(api_map or {})
-    forward = _align(
-        [c for c in target if c.name.direction in _FORWARD],
-        [c for c in orig if c.name.direction in _FORWARD],
+    forward = _paired_by_values(
+        _align(
+            [c for c in target if c.name.direction in _FORWARD],
+            [c for c in orig if c.name.direction in _FORWARD],
+            mapping,
+            "aligned",
+        ),
         mapping,
-        "aligned",
     )
     partner = {
         _call_id(p.target): _call_id(p.orig) for p in forward if p.target is not None and p.orig is not None
@@ -163,11 +233,49 @@ def _in_order(pairs: list[CallPair]) -> list[CallPair]:
 
 
 def pair_items(target: Call | None, orig: Call | None) -> list[tuple[Item | None, Item | None]]:
-    """Pair the values of two paired calls by where they sat (input 0, output, kwarg ``bias`` ...)."""
+    """Pair the values of two paired calls by where they sat (input 0, output, kwarg ``bias`` ...).
+
+    Calls of two frameworks (named by neutral operations) have gradients their own way: one lists a
+    gradient for every input, ``None`` where there is none (a mask's), the other only for inputs that
+    take one, or a fused ``addmm`` for the ``matmul`` of a port. There a slot pairs only values that
+    can hold the same numbers (tensors whose shapes agree, leading axes merged or not), and what is
+    left pairs by shape in order.
+    """
     mine = list(target.items) if target is not None else []
     theirs = {item.slot: item for item in (orig.items if orig is not None else ())}
+    neutral = target is not None and orig is not None and target.op is not None and orig.op is not None
     pairs: list[tuple[Item | None, Item | None]] = []
-    for item in mine:
-        pairs.append((item, theirs.pop(item.slot, None)))
+    for value in mine:
+        found = theirs.get(value.slot)
+        if found is not None and (not neutral or _may_agree(value, found)):
+            del theirs[value.slot]
+            pairs.append((value, found))
+        else:
+            pairs.append((value, None))
+    if neutral:
+        for index, (alone, partner) in enumerate(pairs):
+            if partner is None and alone is not None and alone.is_tensor and alone.shape is not None:
+                match = next(
+                    (slot for slot, o in theirs.items() if o.role == alone.role and _may_agree(alone, o)),
+                    None,
+                )
+                if match is not None:
+                    pairs[index] = (alone, theirs.pop(match))
     pairs += [(None, item) for item in theirs.values()]
     return pairs
+
+
+def _may_agree(a: Item, b: Item) -> bool:
+    """Say whether two values could hold the same numbers: plain values, or tensors of alike shapes."""
+    if not a.is_tensor or not b.is_tensor:
+        return a.is_tensor == b.is_tensor
+    if a.shape is None or b.shape is None:
+        return a.shape is None and b.shape is None
+    if a.shape == b.shape:
+        return True
+    return (
+        bool(a.shape)
+        and bool(b.shape)
+        and a.shape[-1] == b.shape[-1]
+        and math.prod(a.shape) == math.prod(b.shape)
+    )
