@@ -185,3 +185,22 @@ def test_compare_distributed_accepts_msprobes_proc_folder_and_reports_a_bad_rank
     assert len(reports) == 1 and reports[0].passed
     summary = next(out2.glob("compare_summary_*.csv")).read_text()
     assert "no dump in" in summary and summary.count("\n") == 3
+
+
+def test_statistics_drowned_by_a_mask_fill_value_judge_nothing(tmp_path) -> None:
+    """An attention score matrix with -3.4e38 where it is masked: its statistics cannot show the rest."""
+    good = values(4)
+    fill = np.float32(np.finfo(np.float32).min)
+    for v in good[2:]:
+        v.reshape(-1)[:3] = fill
+    bad = [v.copy() for v in good]
+    bad[2].reshape(-1)[3:] *= np.float32(4.0)  # the unmasked scores four times too large ...
+    bad[3].reshape(-1)[3:] *= np.float32(4.0)
+    report = compare_dumps(
+        write_dump(tmp_path / "b", chain(bad), tensors=False),
+        write_dump(tmp_path / "g", chain(good), tensors=False),
+    )
+    masked = report.calls[1]  # ... which its mean and norm, both near -1e38, do not show
+    assert masked.status == "unknown" and masked.output_error is None, masked
+    assert any("fill values near the largest float" in row.message for row in report.rows)
+    assert report.calls[0].status == "ok"

@@ -206,12 +206,26 @@ def test_the_dump_compare_pairs_the_calls_of_hf_gpt2_and_its_port_as_a_person_wo
         assert key in pairs and pairs[key].status == "ok", (key, pairs.get(key))
     by_values = [v for v in report.calls if v.how == "values"]
     assert len(by_values) >= 6 and all(v.status == "ok" for v in by_values)  # q, k and v never cross
-    forward = [v for v in report.calls if v.direction == "forward" and v.how != "unpaired"]
-    assert not [v for v in forward if v.status in ("own", "inherited")], [v.label for v in forward]
+    differ = [v.label for v in report.calls if v.status in ("own", "inherited", "weights")]
+    assert differ == [] and report.first_error is None and report.passed, (differ, report.summary())
 
 
-def test_the_dump_compare_names_the_layernorm_whose_epsilon_the_port_changed(tmp_path: Path) -> None:
-    report = _dumps(tmp_path, "ln_eps")
+@pytest.mark.parametrize(
+    ("mistake", "module", "call"),
+    [
+        ("ln_eps", "h.1.ln_2", "Primitive_LayerNorm_3_forward"),
+        (
+            "no_attention_scaling",
+            "h.0.attn",
+            "Functional_softmax_0_forward",
+        ),  # the first the division changes
+        ("swapped_qk", "h.0.attn", "Tensor_transpose_3_forward"),  # k's transpose is given q
+    ],
+)
+def test_the_dump_compare_names_the_call_where_a_planted_mistake_shows_first(
+    tmp_path: Path, mistake: str, module: str, call: str
+) -> None:
+    report = _dumps(tmp_path, mistake)
     first = report.first_error
-    assert first is not None and first.module == "h.1.ln_2", report.summary()
-    assert first.target_call == "Primitive_LayerNorm_3_forward"
+    assert first is not None and (first.module, first.target_call) == (module, call), report.summary()
+    assert not report.passed

@@ -133,10 +133,14 @@ def neutral_calls(calls: Sequence[Call], table: Mapping[str, NeutralApi]) -> lis
     and keep their values' positions: they pair through their forward calls, their values by shape.
     """
     out: list[Call] = []
+    folded: set[tuple[str, str, int]] = set()  # bias adds folded into the matmul before them
     for call in calls:
         entry = table.get(f"{call.name.prefix}.{call.name.api}") or NeutralApi(default_op(call.name.api))
         if call.name.direction != "forward":
-            call.op = entry.op  # its values keep their places: gradients pair by shape (pair_items)
+            # its values keep their places: gradients pair by shape (pair_items); a folded add's
+            # gradient has no twin (the other run's bias gradient is its linear's)
+            folded_away = (call.name.prefix, call.name.api, call.name.index) in folded
+            call.op = f"{entry.op} (folded)" if folded_away else entry.op
             out.append(call)
             continue
         call.op = entry.op
@@ -176,6 +180,7 @@ def neutral_calls(calls: Sequence[Call], table: Mapping[str, NeutralApi]) -> lis
             bias_item.path = "bias"
             before.inputs += [bias_item]
             before.outputs = call.outputs
+            folded.add((call.name.prefix, call.name.api, call.name.index))
             continue
         out.append(call)
     return out

@@ -180,6 +180,21 @@ def _stats_matrix(stats: Sequence[Sequence[float | None]]) -> tuple[np.ndarray, 
     return values, given
 
 
+# a finite value this large is a fill (torch.finfo(float32).min in an attention mask), not a number computed
+FILL_MAGNITUDE = 1e30
+FILLED = (
+    "holds fill values near the largest float (an attention mask's): its statistics cannot show a "
+    "difference in its other values, so it is not judged by them (dump tensors to compare it)"
+)
+
+
+def fill_values(stats: np.ndarray) -> np.ndarray:
+    """Say for each row whether its max or min is a finite fill value (|x| >= FILL_MAGNITUDE)."""
+    extremes = np.abs(stats[:, :2])
+    with np.errstate(invalid="ignore"):
+        return np.any(np.isfinite(extremes) & (extremes >= FILL_MAGNITUDE), axis=1)
+
+
 def statistics_differences(
     a: np.ndarray, b: np.ndarray, known: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -227,8 +242,16 @@ def statistics_errors(rows: Sequence[Row], tolerance: float) -> None:
     known = given_a & given_b
     worst, signed, ratio = statistics_differences(a, b, known)
     everything = known.all(axis=1).tolist()
-    for row, error, diff, rel, known_row, whole in zip(
-        chosen, worst.tolist(), signed.tolist(), ratio.tolist(), known.tolist(), everything, strict=True
+    masked = (fill_values(a) | fill_values(b)).tolist()
+    for row, error, diff, rel, known_row, whole, filled in zip(
+        chosen,
+        worst.tolist(),
+        signed.tolist(),
+        ratio.tolist(),
+        known.tolist(),
+        everything,
+        masked,
+        strict=True,
     ):
         if whole:
             row.stat_diff, row.stat_rel = diff, rel
@@ -236,6 +259,9 @@ def statistics_errors(rows: Sequence[Row], tolerance: float) -> None:
             row.stat_diff = [d if k else None for d, k in zip(diff, known_row, strict=True)]
             row.stat_rel = [r if k else None for r, k in zip(rel, known_row, strict=True)]
         if error < 0 or row.basis != "statistics":  # no statistic both sides recorded; or not judged by them
+            continue
+        if filled:  # an attention mask's fill value drowns the rest: the statistics show nothing else
+            row.message = FILLED
             continue
         row.error = error
         row.accuracy = "No" if error > tolerance else "Yes"

@@ -37,7 +37,14 @@ from tscore.compare.pairs import percent_cell, shape_cell
 from tscore.dump_compare.calls import neutral_dtype_of, shape_of, split_entry_name
 from tscore.dump_compare.pairing import CallPair, pair_items
 from tscore.dump_compare.row_stream import csv_block, requires_grad_cells
-from tscore.dump_compare.rows import Row, compare_items, same_value, statistics_differences, statistics_errors
+from tscore.dump_compare.rows import (
+    Row,
+    compare_items,
+    fill_values,
+    same_value,
+    statistics_differences,
+    statistics_errors,
+)
 from tscore.dump_compare.streams import Records
 from tscore.dump_compare.verdicts import (
     CallVerdict,
@@ -540,6 +547,7 @@ def _lane_errors(target: _Side, orig: _Side, tensors: list[bool], tolerance: flo
     a = np.array(target.stats, dtype=np.float64).reshape(-1, 4)
     b = np.array(orig.stats, dtype=np.float64).reshape(-1, 4)
     worst, diffs, ratios = statistics_differences(a, b, np.ones(a.shape, dtype=bool))
+    worst[fill_values(a) | fill_values(b)] = np.inf  # not judged by statistics: see rows.FILLED
     errors = worst.tolist()
     messages = [""] * len(errors)
     for i in [i for i, tensor in enumerate(tensors) if not tensor]:

@@ -204,6 +204,8 @@ class ForwardErrors:
     def __init__(self) -> None:
         self._by_api: dict[tuple[str, str, str], array[float]] = {}
         self._far: dict[tuple[str, str, str, int], float] = {}
+        self.differed = False  # whether a forward call judged so far (in order) made or got a difference
+        self.agreed = False  # whether one agreed: the runs were fed the same data
 
     def put(self, key: tuple[str, str, str], index: int, error: float | None) -> None:
         """Keep the error of forward call ``index`` of ``key`` (side, prefix, API)."""
@@ -250,7 +252,23 @@ def judge_in_order(
     side = "target" if pair.target is not None else "orig"  # numbers of the two runs are not one count
     verdict = judge_call(pair, rows, indexes, tolerance, saved_error=forward_errors.saved(side, call.name))
     forward_errors.keep(side, call.name, verdict.input_error, verdict.output_error)
+    if verdict.direction == "forward" and verdict.status == "ok":
+        forward_errors.agreed = True
+    elif verdict.direction == "forward" and verdict.status in ("own", "weights", "inherited"):
+        if verdict.status == "inherited" and forward_errors.agreed and not forward_errors.differed:
+            verdict.status = "own"
+            verdict.reason = GIVEN_ANOTHER_VALUE.format(error=verdict.input_error)
+        forward_errors.differed = True
     return verdict
+
+
+# the first call whose inputs differ, when calls before it agree and none made a difference: the
+# difference came in between (a call only one run makes, a different tensor passed); when no call
+# agreed before it, the runs were fed other data, and it only inherits
+GIVEN_ANOTHER_VALUE = (
+    "its inputs differ (error {error:.3g}) while every call before it agrees: it is given another value "
+    "than its twin (a call only one run makes just before it, or another tensor passed)"
+)
 
 
 def _argument(row: Row) -> str:
