@@ -207,3 +207,19 @@ def test_an_api_no_table_names_is_the_operation_its_name_says_in_any_namespace(a
     from tscore.dump_compare.api_names import default_op
 
     assert default_op(api) == op
+
+
+def test_a_name_two_frameworks_use_for_different_operations_gets_no_neutral_operation() -> None:
+    from tscore.dump_compare.api_names import default_op
+
+    assert default_op("gather") is None and default_op("transpose") is None and default_op("repeat") is None
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "alike"),
+    [((32, 64), (2, 16, 64), True), ((2, 4, 16, 16), (2, 16, 4, 16), False), ((6, 4), (4, 6), False)],
+)
+def test_only_leading_axes_merged_count_as_the_same_values(a, b, alike) -> None:
+    from tscore.dump_compare.rows import _leading_axes_merged
+
+    assert _leading_axes_merged(a, b) is alike and _leading_axes_merged(b, a) is alike

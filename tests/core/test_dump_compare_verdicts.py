@@ -204,3 +204,38 @@ def test_statistics_drowned_by_a_mask_fill_value_judge_nothing(tmp_path) -> None
     assert masked.status == "unknown" and masked.output_error is None, masked
     assert any("fill values near the largest float" in row.message for row in report.rows)
     assert report.calls[0].status == "ok"
+
+
+@pytest.mark.parametrize("tensors", [True, False], ids=["tensors", "statistics"])
+def test_a_call_given_another_value_after_agreeing_calls_is_the_first_suspect(tmp_path, tensors) -> None:
+    """Call 2 reads another tensor than its twin (one run made an extra call): named, in both modes."""
+    good = values(6)
+    calls = chain(good)
+    other = good[2] * np.float32(3) + np.float32(1)
+    made = np.tanh(other).astype(np.float32)
+    changed = [*calls[:2], (APIS[2], other, made), (APIS[3], made, made + 1), (APIS[4], made + 1, made + 2)]
+    report = compare_dumps(
+        write_dump(tmp_path / "b", changed, tensors=tensors),
+        write_dump(tmp_path / "g", calls, tensors=tensors),
+    )
+    assert [c.status for c in report.calls[:3]] == ["ok", "ok", "own"]
+    assert "given another value than its twin" in report.calls[2].reason
+    assert report.first_error is not None and report.first_error.target_call == "Functional_linear_0_forward"
+
+
+@pytest.mark.parametrize("tensors", [True, False], ids=["tensors", "statistics"])
+def test_two_calls_of_one_framework_that_swap_their_results_are_never_re_paired_to_hide_it(
+    tmp_path, tensors
+) -> None:
+    """Pairing by values is for two frameworks' orders; in one framework's run the swap is the bug."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(64).astype(np.float32)
+    q, k = (x * 2).astype(np.float32), (x * -0.5 + 1).astype(np.float32)
+    z = (q * k).astype(np.float32)
+    good = [("relu", x, x), ("tanh", x, q), ("tanh", x, k), ("mul", q, z)]
+    swapped = [("relu", x, x), ("tanh", x, k), ("tanh", x, q), ("mul", k, z), ("sigmoid", z, z)]
+    report = compare_dumps(
+        write_dump(tmp_path / "b", swapped, tensors=tensors),
+        write_dump(tmp_path / "g", good, tensors=tensors),
+    )
+    assert not report.passed and all(c.how != "values" for c in report.calls)

@@ -111,3 +111,15 @@ def test_every_kind_has_a_family_and_ranked_kinds_share_theirs() -> None:
     assert kind_family("conv3d") == "conv" and kind_family("conv_transpose1d") == "conv_transpose"
     assert kind_role("relu6") == kind_role("gelu") == "activation" and kind_role("maxpool2d") == "pooling"
     assert kind_family("my_block") == "my_block"
+
+
+def test_a_mask_never_pairs_with_token_ids_of_its_shape() -> None:
+    from tscore.netdiff.call_roles import pair_roles
+
+    mask = np.ones((2, 16), np.float32)
+    ids = np.arange(32, dtype=np.int64).reshape(2, 16)
+    orig = LayerCall("x", "X", 0, 0, None, args=(), kwargs={"attention_mask": mask, "input_ids": ids})
+    target = LayerCall("x", "X", 0, 0, None, args=(ids.copy(),), kwargs={})
+    roles = pair_roles(orig, target)
+    assert [(roles.orig[i][0], roles.target[j][0]) for i, j in roles.pairs] == [("input_ids", "arg0")]
+    assert roles.orig_only == ["attention_mask"]

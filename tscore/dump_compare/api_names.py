@@ -16,6 +16,7 @@ their operation (:mod:`tscore.dump_compare.pairing`).
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -67,10 +68,20 @@ SYNONYMS |= {
 }
 
 
-def default_op(api: str) -> str:
-    """Name the neutral operation of an API no table knows, from its own name (``__truediv__`` -> ``div``)."""
+# names two frameworks give to different operations: torch's gather is MindSpore's gather_elements,
+# torch's transpose swaps two axes where MindSpore's permutes all, repeat repeats whole or each element
+AMBIGUOUS = {"gather", "transpose", "repeat", "expand", "scatter", "index_select", "take", "select"}
+
+
+def default_op(api: str) -> str | None:
+    """Name the neutral operation of an API no table knows, from its own name (``__truediv__`` -> ``div``).
+
+    None for names that mean different operations in different frameworks (:data:`AMBIGUOUS`): such
+    calls pair by their own names only.
+    """
     name = DUNDER_OPS.get(api, api.strip("_").lower())
-    return SYNONYMS.get(name, name)
+    name = SYNONYMS.get(name, name)
+    return None if name in AMBIGUOUS else name
 
 
 @dataclass(frozen=True)
@@ -135,7 +146,13 @@ def neutral_calls(calls: Sequence[Call], table: Mapping[str, NeutralApi]) -> lis
     out: list[Call] = []
     folded: set[tuple[str, str, int]] = set()  # bias adds folded into the matmul before them
     for call in calls:
-        entry = table.get(f"{call.name.prefix}.{call.name.api}") or NeutralApi(default_op(call.name.api))
+        entry = table.get(f"{call.name.prefix}.{call.name.api}")
+        if entry is None:
+            op = default_op(call.name.api)
+            if op is None:  # a name two frameworks use for different things: left as it is
+                out.append(call)
+                continue
+            entry = NeutralApi(op)
         if call.name.direction != "forward":
             # its values keep their places: gradients pair by shape (pair_items); a folded add's
             # gradient has no twin (the other run's bias gradient is its linear's)
@@ -196,4 +213,17 @@ def _adds_a_bias(call: Call, before: Call | None) -> bool:
         return False
     vectors = [shape for shape in shapes if len(shape) == 1]
     others = [shape for shape in shapes if len(shape) != 1]
-    return len(vectors) == 1 and len(others) == 1 and others[0] == made[0] and vectors[0][0] == made[0][-1]
+    if not (len(vectors) == 1 and len(others) == 1 and others[0] == made[0] and vectors[0][0] == made[0][-1]):
+        return False
+    operand = next(i for i in call.inputs if i.is_tensor and i.shape is not None and len(i.shape) != 1)
+    result = next(o for o in before.outputs if o.is_tensor and o.shape is not None)
+    # the add's other operand is the matmul's result (a residual add of another tensor is not a bias)
+    return operand.stats is None or result.stats is None or _same_stats(operand.stats, result.stats)
+
+
+def _same_stats(a: Sequence[float | None], b: Sequence[float | None]) -> bool:
+    """Say whether two tensors' statistics are the same (where both recorded them)."""
+    return all(
+        x is None or y is None or math.isclose(x, y, rel_tol=1e-6, abs_tol=1e-12)
+        for x, y in zip(a, b, strict=False)
+    )

@@ -120,49 +120,60 @@ LARGEST_GROUP = 6
 CLEARLY_BETTER = 0.5
 
 
-Fingerprint = tuple[float, float]
+Fingerprint = tuple[float, float, float, float]  # mean and norm of the first input, then of the first output
 
 
 def _fingerprint(call: Call) -> Fingerprint | None:
-    """Give the mean and norm of a call's first tensor output (None: its dump has no statistics)."""
-    for item in call.outputs:
-        if item.is_tensor and item.stats is not None and None not in (item.stats[2], item.stats[3]):
-            return float(item.stats[2]), float(item.stats[3])  # type: ignore[arg-type]
-    return None
+    """Give the mean and norm of a call's first tensor input and output (None: no statistics)."""
+    found: list[float] = []
+    for items in (call.inputs, call.outputs):
+        first = next((i for i in items if i.is_tensor and i.stats is not None), None)
+        if first is None or first.stats is None or first.stats[2] is None or first.stats[3] is None:
+            return None
+        found += [float(first.stats[2]), float(first.stats[3])]
+    return found[0], found[1], found[2], found[3]
 
 
-def _distance(a: tuple[float, float], b: tuple[float, float]) -> float:
-    scale = max(abs(a[1]), abs(b[1]), 1e-12)
-    return (abs(a[0] - b[0]) + abs(a[1] - b[1])) / scale
+def _distance(a: Fingerprint, b: Fingerprint) -> float:
+    """Say how far two calls' input and output statistics lie apart, each relative to its norm."""
+    total = 0.0
+    for mean, norm in ((0, 1), (2, 3)):
+        scale = max(abs(a[norm]), abs(b[norm]), 1e-12)
+        total += (abs(a[mean] - b[mean]) + abs(a[norm] - b[norm])) / scale
+    return total
 
 
 def _paired_by_values(pairs: list[CallPair], api_map: Mapping[str, str]) -> list[CallPair]:
-    """Re-pair calls alike (one module, one kind, the same shapes) whose order differs between the runs.
+    """Re-pair calls alike (one module, one kind, the same shapes) that two frameworks make in other orders.
 
-    In each such group of paired calls, every order of the orig calls is tried (up to
-    :data:`LARGEST_GROUP` calls); the one whose outputs' statistics lie closest is taken when it is
-    clearly closer than the order given. Pairs keep their places in the target's order.
+    Only between two frameworks (calls named by neutral operations: there two calls of one name are
+    alike by chance), inside a known module. In a group of such pairs where a call's closest twin is not its
+    partner, every order of the orig calls is tried (up to :data:`LARGEST_GROUP` calls); the order
+    whose inputs' and outputs' statistics lie closest is taken when it is clearly closer than the
+    order given. Pairs keep their places in the target's order.
     """
     groups: dict[Hashable, list[int]] = {}
     for index, pair in enumerate(pairs):
         if pair.target is None or pair.orig is None:
             continue
+        if pair.target.op is None or pair.orig.op is None or not pair.target.module:
+            continue  # one framework's run (where a name is the call) or no module to stay inside
         key = (pair.target.module, _signature(pair.target, api_map), _signature(pair.orig, api_map))
         groups.setdefault(key, []).append(index)
     result = list(pairs)
     for members in groups.values():
         if not 2 <= len(members) <= LARGEST_GROUP:
             continue
-        found = [(_fingerprint(pairs[i].target), _fingerprint(pairs[i].orig)) for i in members]  # type: ignore[arg-type]
-        targets = [t for t, _ in found if t is not None]
-        origs = [o for _, o in found if o is not None]
-        if len(targets) != len(members) or len(origs) != len(members):
-            continue
+        targets = [_fingerprint(pairs[i].target) for i in members]  # type: ignore[arg-type]
+        origs = [_fingerprint(pairs[i].orig) for i in members]  # type: ignore[arg-type]
+        distances = [[_distance(t, o) if t and o else math.inf for o in origs] for t in targets]
+        if any(math.isinf(d) for row in distances for d in row):
+            continue  # a call without statistics: order stays
+        if all(row[k] <= min(row) for k, row in enumerate(distances)):
+            continue  # every call is closest to its own partner: the usual case, settled at once
 
-        def cost(
-            order: Sequence[int], targets: list[Fingerprint] = targets, origs: list[Fingerprint] = origs
-        ) -> float:
-            return sum(_distance(targets[k], origs[j]) for k, j in enumerate(order))
+        def cost(order: Sequence[int], distances: list[list[float]] = distances) -> float:
+            return sum(distances[k][j] for k, j in enumerate(order))
 
         given = cost(range(len(members)))
         best = min(itertools.permutations(range(len(members))), key=cost)
@@ -266,6 +277,12 @@ def pair_items(target: Call | None, orig: Call | None) -> list[tuple[Item | None
                 )
                 if match is not None:
                     pairs[index] = (alone, theirs.pop(match))
+        for index, (alone, partner) in enumerate(
+            pairs
+        ):  # what is left at one slot still pairs: shapes differ
+            if partner is None and alone is not None and alone.slot in theirs:
+                if not (doubtful and alone.role == "output"):
+                    pairs[index] = (alone, theirs.pop(alone.slot))
     pairs += [(None, item) for item in theirs.values()]
     return pairs
 

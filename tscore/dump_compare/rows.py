@@ -180,19 +180,32 @@ def _stats_matrix(stats: Sequence[Sequence[float | None]]) -> tuple[np.ndarray, 
     return values, given
 
 
-# a finite value this large is a fill (torch.finfo(float32).min in an attention mask), not a number computed
-FILL_MAGNITUDE = 1e30
+# a finite value within this share of its dtype's largest is a fill (finfo.min in an attention mask)
+FILL_SHARE = 0.5
+LARGEST = {
+    "float16": 65504.0,
+    "bfloat16": 3.3895e38,
+    "float32": 3.4028235e38,
+    "float64": 1.7976931348623157e308,
+}
 FILLED = (
     "holds fill values near the largest float (an attention mask's): its statistics cannot show a "
     "difference in its other values, so it is not judged by them (dump tensors to compare it)"
 )
 
 
-def fill_values(stats: np.ndarray) -> np.ndarray:
-    """Say for each row whether its max or min is a finite fill value (|x| >= FILL_MAGNITUDE)."""
+def fill_values(stats: np.ndarray, dtypes: Sequence[str | None]) -> np.ndarray:
+    """Say for each row whether its max or min is a fill: finite, near its dtype's largest value.
+
+    A value computed that large is a blow-up, not a fill; the caller asks both sides, so that one
+    side's fill against the other's numbers stays an error.
+    """
+    limits = np.array(
+        [FILL_SHARE * LARGEST.get(d or "", LARGEST["float32"]) for d in dtypes], dtype=np.float64
+    )
     extremes = np.abs(stats[:, :2])
     with np.errstate(invalid="ignore"):
-        return np.any(np.isfinite(extremes) & (extremes >= FILL_MAGNITUDE), axis=1)
+        return np.any(np.isfinite(extremes) & (extremes >= limits[:, None]), axis=1)
 
 
 def statistics_differences(
@@ -242,7 +255,9 @@ def statistics_errors(rows: Sequence[Row], tolerance: float) -> None:
     known = given_a & given_b
     worst, signed, ratio = statistics_differences(a, b, known)
     everything = known.all(axis=1).tolist()
-    masked = (fill_values(a) | fill_values(b)).tolist()
+    masked = (
+        fill_values(a, [r.target_dtype for r in chosen]) & fill_values(b, [r.orig_dtype for r in chosen])
+    ).tolist()
     for row, error, diff, rel, known_row, whole, filled in zip(
         chosen,
         worst.tolist(),
@@ -331,11 +346,13 @@ def _leading_axes_merged(a: tuple[int, ...] | None, b: tuple[int, ...] | None) -
     """Say whether two shapes hold the same values, one with its leading axes merged ([32, 64], [2, 16, 64]).
 
     Frameworks call a linear layer on a 3-d tensor or on its 2-d view; the statistics of the two are
-    the same values'.
+    the same values'. Only leading axes: every trailing axis of the shorter shape is the longer's.
     """
-    if a is None or b is None or not a or not b or a[-1] != b[-1]:
+    if a is None or b is None or not a or not b or len(a) == len(b):
         return False
-    return math.prod(a) == math.prod(b)
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    merged = len(long) - len(short) + 1
+    return tuple(long[merged:]) == tuple(short[1:]) and math.prod(long[:merged]) == short[0]
 
 
 def _judge_values(
@@ -385,11 +402,15 @@ def _judge_values(
         same = target.md5 == orig.md5
         row.update(basis="md5", error=0.0 if same else math.inf, accuracy="Yes" if same else "No")
         return
-    if target.shape != orig.shape and not _leading_axes_merged(target.shape, orig.shape):
-        row.update(
-            accuracy="Unmatched", error=math.inf, message=f"shapes differ ({target.shape} vs {orig.shape})"
-        )
-        return
+    if target.shape != orig.shape:
+        if not _leading_axes_merged(target.shape, orig.shape):
+            row.update(
+                accuracy="Unmatched",
+                error=math.inf,
+                message=f"shapes differ ({target.shape} vs {orig.shape})",
+            )
+            return
+        row["message"] = f"shapes {target.shape} and {orig.shape}: leading axes merged, the same values"
     if target.stats is not None and orig.stats is not None:
         row["basis"] = "statistics"  # error and accuracy: statistics_errors, for all such rows at once
         return

@@ -531,6 +531,8 @@ def compare_block(
         input_error = largest([*errors[first:middle], forward_errors.saved("target", name)])
         output_error = max(errors[middle:end])
         forward_errors.keep("target", name, input_error, output_error)
+        if name.direction == "forward":
+            forward_errors.agreed = True  # a call of the lane agrees, as judge_in_order notes for the others
         block.entries.append(len(block.names))
         block.names.append(name)
         block.modules.append(target.module(name, body))
@@ -547,7 +549,9 @@ def _lane_errors(target: _Side, orig: _Side, tensors: list[bool], tolerance: flo
     a = np.array(target.stats, dtype=np.float64).reshape(-1, 4)
     b = np.array(orig.stats, dtype=np.float64).reshape(-1, 4)
     worst, diffs, ratios = statistics_differences(a, b, np.ones(a.shape, dtype=bool))
-    worst[fill_values(a) | fill_values(b)] = np.inf  # not judged by statistics: see rows.FILLED
+    worst[fill_values(a, target.dtypes) & fill_values(b, orig.dtypes)] = (
+        np.inf
+    )  # judged row by row (rows.FILLED)
     errors = worst.tolist()
     messages = [""] * len(errors)
     for i in [i for i, tensor in enumerate(tensors) if not tensor]:

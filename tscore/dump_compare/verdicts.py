@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tscore.dump_compare.pairing import CallPair
-from tscore.dump_compare.rows import Row
+from tscore.dump_compare.rows import FILLED, Row
 from tscore.dump_format.names import CallName
 from tscore.dump_format.stacks import where_in_user_code
 
@@ -175,6 +175,12 @@ def _decide(
         verdict["reason"] = (
             f"a parameter of this call differs ({', '.join(r.target_name or '' for r in weights)}): "
             "the two runs do not hold the same weights"
+        )
+    elif (in_error is None or in_error <= tolerance) and any(r.message == FILLED for r in inputs):
+        verdict["status"] = "own"
+        verdict["reason"] = (
+            f"its outputs differ (error {out_error:.3g}); an input holds a mask's fill values, which its "
+            "statistics cannot see past: the difference is here or in the call that made that input"
         )
     elif in_error is None or in_error <= tolerance:
         verdict["status"] = "own"

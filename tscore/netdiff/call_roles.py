@@ -73,12 +73,19 @@ class RolePairs:
 
 
 def _same_shape(a: np.ndarray, b: np.ndarray) -> bool:
-    return a.shape == b.shape
+    return a.shape == b.shape and _same_kind(a, b)
 
 
 def _same_values_count(a: np.ndarray, b: np.ndarray) -> bool:
-    """Say whether two shapes differ only by axes of size 1."""
-    return [n for n in a.shape if n != 1] == [n for n in b.shape if n != 1]
+    """Say whether two arrays of one kind of number have shapes that differ only by axes of size 1."""
+    return [n for n in a.shape if n != 1] == [n for n in b.shape if n != 1] and _same_kind(a, b)
+
+
+def _same_kind(a: np.ndarray, b: np.ndarray) -> bool:
+    """Say whether two arrays hold one kind of number (floats with floats; a mask is not token ids)."""
+    return (a.dtype.kind in "fcV") == (b.dtype.kind in "fcV") and (a.dtype.kind == "b") == (
+        b.dtype.kind == "b"
+    )
 
 
 def _keyword(role: str) -> bool:

@@ -60,11 +60,12 @@ def fresh_copy(value: Any) -> Any:
 
 
 def _fresh_leaf(value: Any) -> Any:
-    if isinstance(value, _PLAIN) or is_tensor(value):
-        return value
+    if isinstance(value, _PLAIN) or is_tensor(value) or hook().ts_model_info(model=value) is not None:
+        return value  # tensors are copied as arrays; a layer passed as an argument is the network's own
     try:
         return copy.deepcopy(value)
-    except Exception:  # a lock, a handle: keep the object
+    except Exception as exc:  # a lock, a handle: keep the object
+        log.debug("a %s passed to a layer cannot be copied (%s); a replay gets it", type(value).__name__, exc)
         return value
 
 
