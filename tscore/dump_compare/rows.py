@@ -346,10 +346,11 @@ def _leading_axes_merged(a: tuple[int, ...] | None, b: tuple[int, ...] | None) -
     """Say whether two shapes hold the same values, one with its leading axes merged ([32, 64], [2, 16, 64]).
 
     Frameworks call a linear layer on a 3-d tensor or on its 2-d view; the statistics of the two are
-    the same values'. Only leading axes: every trailing axis of the shorter shape is the longer's.
+    the same values'. Only leading axes: every trailing axis of the shorter shape (at least one) is
+    the longer's.
     """
-    if a is None or b is None or not a or not b or len(a) == len(b):
-        return False
+    if a is None or b is None or len(a) == len(b) or min(len(a), len(b)) < 2:
+        return False  # equal ranks, or a whole tensor flattened: not a merge of leading axes
     short, long = (a, b) if len(a) < len(b) else (b, a)
     merged = len(long) - len(short) + 1
     return tuple(long[merged:]) == tuple(short[1:]) and math.prod(long[:merged]) == short[0]
