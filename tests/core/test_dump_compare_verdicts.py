@@ -239,3 +239,19 @@ def test_two_calls_of_one_framework_that_swap_their_results_are_never_re_paired_
         write_dump(tmp_path / "g", good, tensors=tensors),
     )
     assert not report.passed and all(c.how != "values" for c in report.calls)
+
+
+def test_the_first_suspect_names_the_call_one_run_made_alone_just_before_it(tmp_path) -> None:
+    """The orig run divides between relu and tanh, the target does not: tanh is named, and the division."""
+    x = values(1)[0]
+    a = np.maximum(x, 0).astype(np.float32)
+    half = (a / 2).astype(np.float32)
+    orig = [("relu", x, a), ("div", a, half), ("tanh", half, np.tanh(half).astype(np.float32))]
+    target = [("relu", x, a), ("tanh", a, np.tanh(a).astype(np.float32))]
+    report = compare_dumps(write_dump(tmp_path / "b", target), write_dump(tmp_path / "g", orig))
+    first = report.first_error
+    assert first is not None and first.target_call == "Functional_tanh_0_forward", report.summary()
+    assert (
+        "made by one run alone since the last call that agreed: Functional_div_0_forward (orig only)"
+        in first.reason
+    )

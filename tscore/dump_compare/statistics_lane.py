@@ -533,6 +533,7 @@ def compare_block(
         forward_errors.keep("target", name, input_error, output_error)
         if name.direction == "forward":
             forward_errors.agreed = True  # a call of the lane agrees, as judge_in_order notes for the others
+            forward_errors.alone.clear()
         block.entries.append(len(block.names))
         block.names.append(name)
         block.modules.append(target.module(name, body))

@@ -212,6 +212,7 @@ class ForwardErrors:
         self._far: dict[tuple[str, str, str, int], float] = {}
         self.differed = False  # whether a forward call judged so far (in order) made or got a difference
         self.agreed = False  # whether one agreed: the runs were fed the same data
+        self.alone: list[str] = []  # forward calls one run made alone since the last that agreed
 
     def put(self, key: tuple[str, str, str], index: int, error: float | None) -> None:
         """Keep the error of forward call ``index`` of ``key`` (side, prefix, API)."""
@@ -258,14 +259,30 @@ def judge_in_order(
     side = "target" if pair.target is not None else "orig"  # numbers of the two runs are not one count
     verdict = judge_call(pair, rows, indexes, tolerance, saved_error=forward_errors.saved(side, call.name))
     forward_errors.keep(side, call.name, verdict.input_error, verdict.output_error)
-    if verdict.direction == "forward" and verdict.status == "ok":
+    if verdict.direction != "forward":
+        return verdict
+    if verdict.status == "ok":
         forward_errors.agreed = True
-    elif verdict.direction == "forward" and verdict.status in ("own", "weights", "inherited"):
+        forward_errors.alone.clear()
+    elif verdict.status == "unpaired":
+        side_label = "target" if pair.orig is None else "orig"
+        forward_errors.alone.append(f"{verdict.label} ({side_label} only)")
+    elif verdict.status in ("own", "weights", "inherited"):
         if verdict.status == "inherited" and forward_errors.agreed and not forward_errors.differed:
             verdict.status = "own"
-            verdict.reason = GIVEN_ANOTHER_VALUE.format(error=verdict.input_error)
+            verdict.reason = GIVEN_ANOTHER_VALUE.format(error=verdict.input_error) + _made_alone(
+                forward_errors.alone
+            )
         forward_errors.differed = True
     return verdict
+
+
+def _made_alone(calls: list[str]) -> str:
+    """Name the calls one run made alone just before the first suspect: the likeliest cause."""
+    if not calls:
+        return ""
+    shown = ", ".join(calls[:4]) + (f", and {len(calls) - 4} more" if len(calls) > 4 else "")
+    return f"; made by one run alone since the last call that agreed: {shown}"
 
 
 # the first call whose inputs differ, when calls before it agree and none made a difference: the
