@@ -134,8 +134,8 @@ def _input_error(
 
     Only these two numbers are reported for inputs, so they are computed
     directly instead of through the full metrics of the compare engine.
-    ``(False, None)`` when the layers take a different number of tensors or
-    shapes that do not line up.
+    Only the tensors ``roles`` paired are compared; ``(False, None)`` when none
+    of one call's lines up with one of the other's, or a pair's sizes differ.
     """
     left, right = roles.arrays()
     if not left and (roles.orig or roles.target):
@@ -241,16 +241,20 @@ class _Compared:
     replay_error: str = ""
 
 
+def _first_few(names: Sequence[str], most: int) -> str:
+    """Join the first ``most`` names with commas, ``...`` when there are more."""
+    return ", ".join(names[:most]) + (", ..." if len(names) > most else "")
+
+
 def _unlocalised(entry: _Compared) -> str:
     """Why a container's difference cannot be placed in its own code: layers inside it found no twin."""
     missing = entry.unpaired_inside
     if not missing:
         return ""
-    names = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
     return (
-        f"{len(missing)} layer(s) inside it found no twin ({names}), so the difference may be in one of "
-        "them; pass weight_map= (get_weight_map with custom_name_func=) or give the layers the same "
-        "names, so that they pair"
+        f"{len(missing)} layer(s) inside it found no twin ({_first_few(missing, 5)}), so the difference "
+        "may be in one of them; pass weight_map= (get_weight_map with custom_name_func=) or give the "
+        "layers the same names, so that they pair"
     )
 
 
@@ -450,7 +454,7 @@ def _judge(
         if entry.has_paired_children and uncompared:
             row.status = LayerStatus.UNKNOWN
             _mark_ancestors(call, calls, unknown_inside)
-            names = ", ".join(uncompared[:5]) + (", ..." if len(uncompared) > 5 else "")
+            names = _first_few(uncompared, 5)
             note = (
                 f"cannot tell whether it differs on its own: layers inside it could not be compared ({names})"
             )
@@ -497,10 +501,9 @@ def _unknown_before(row: LayerRow, rows: list[LayerRow]) -> str:
     unknown = [other.label() for other in rows[:position] if other.status is LayerStatus.UNKNOWN]
     if not unknown:
         return ""
-    names = ", ".join(unknown[:3]) + (", ..." if len(unknown) > 3 else "")
     return (
-        f"{len(unknown)} earlier layer call(s) could not be compared ({names}), so the first difference may "
-        "be among them"
+        f"{len(unknown)} earlier layer call(s) could not be compared ({_first_few(unknown, 3)}), so the "
+        "first difference may be among them"
     )
 
 
