@@ -155,14 +155,14 @@ def test_a_planted_mistake_in_the_llama_port_is_named_at_its_module(mistake: str
         assert first.where == f"before {path}.o_proj, after {path}.v_proj", report.verdict()
 
 
-def _dumps(tmp_path: Path, mistake: str | None) -> ts.dump_compare.DumpCompareReport:
-    """Dump one forward and backward of HF GPT-2 (orig) and its port (target), statistics; compare them."""
+def _dumps(tmp_path: Path, mistake: str | None, model: str = "gpt2") -> ts.dump_compare.DumpCompareReport:
+    """Dump one forward and backward of an HF model (orig) and its port (target), statistics; compare them."""
     import mindspore as ms
     import numpy as np
     import torch
 
     ms.set_context(mode=ms.PYNATIVE_MODE)
-    orig, port = hf_gpt2(), ms_gpt2(mistake)
+    orig, port = (hf_gpt2(), ms_gpt2(mistake)) if model == "gpt2" else (hf_llama(), ms_llama(mistake))
     ts.migrator.NetDifferenceFinder(orig, port, print_level=0).compare(auto_inputs=GPT2_INPUT, locate=False)
     rng = np.random.default_rng(0)
     ids = rng.integers(0, 100, (2, 16)).astype(np.int64)
@@ -231,3 +231,31 @@ def test_the_dump_compare_names_the_call_where_a_planted_mistake_shows_first(
     assert not report.passed
     if mistake == "no_attention_scaling":  # the division only HF makes is named with it
         assert "Tensor_div_0_forward (orig only)" in first.reason
+
+
+def test_the_dump_compare_finds_a_correct_llama_port_correct(tmp_path: Path) -> None:
+    """Dense's Reshape/MatMul against linear, rotate_half's halves taken in other orders, None gradients."""
+    report = _dumps(tmp_path, None, "llama")
+    differ = [v.label for v in report.calls if v.status in ("own", "inherited", "weights")]
+    assert differ == [] and report.first_error is None and report.passed, (differ, report.summary())
+    halves = [v for v in report.calls if v.how == "values" and "getitem" in v.label]
+    assert len(halves) >= 4 and all(v.status == "ok" for v in halves)  # each half with its twin
+
+
+@pytest.mark.parametrize(
+    ("mistake", "call"),
+    [
+        ("rotary_base", "Functional_cat_0_forward"),  # the first the inverse frequencies reach
+        ("rms_eps", "Tensor___add___10_forward"),  # variance + eps
+        ("swapped_qk", "Tensor_transpose_3_forward"),  # k's transpose is given q
+        ("no_attention_scaling", "Functional_softmax_1_forward"),
+    ],
+)
+def test_the_dump_compare_names_the_call_where_a_planted_llama_mistake_shows_first(
+    tmp_path: Path, mistake: str, call: str
+) -> None:
+    report = _dumps(tmp_path, mistake, "llama")
+    first = report.first_error
+    module = LLAMA_MISTAKES[mistake]
+    assert first is not None and (first.module, first.target_call) == (module, call), report.summary()
+    assert not report.passed

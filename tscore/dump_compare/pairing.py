@@ -147,41 +147,88 @@ def _paired_by_values(pairs: list[CallPair], api_map: Mapping[str, str]) -> list
     """Re-pair calls alike (one module, one kind, the same shapes) that two frameworks make in other orders.
 
     Only between two frameworks (calls named by neutral operations: there two calls of one name are
-    alike by chance), inside a known module. In a group of such pairs where a call's closest twin is not its
-    partner, every order of the orig calls is tried (up to :data:`LARGEST_GROUP` calls); the order
-    whose inputs' and outputs' statistics lie closest is taken when it is clearly closer than the
-    order given. Pairs keep their places in the target's order.
+    alike by chance), inside a known module. A group holds such calls of both runs, paired or left
+    alone by the alignment (HF's ``x[..., :h]`` then ``x[..., h:]`` against a port's ``-x[..., h:]``
+    first). Where a call's closest twin is not its partner, or calls are alone, every way of pairing
+    the group is tried (up to :data:`LARGEST_GROUP` calls a side); the one whose inputs' and outputs'
+    statistics lie closest is taken when, per pair, it is clearly closer than the pairs given, or
+    pairs more calls no less closely. Pairs keep their places in the target's order.
     """
-    groups: dict[Hashable, list[int]] = {}
+    groups: dict[Hashable, tuple[list[int], list[int]]] = {}
     for index, pair in enumerate(pairs):
-        if pair.target is None or pair.orig is None:
+        for call, side in ((pair.target, 0), (pair.orig, 1)):
+            if call is None or call.op is None or not call.module:
+                continue  # one framework's run (where a name is the call) or no module to stay inside
+            if pair.target is not None and pair.orig is not None:
+                if pair.target.op is None or pair.orig.op is None or not pair.target.module:
+                    break
+                key: Hashable = (
+                    pair.target.module,
+                    _signature(pair.target, api_map),
+                    _signature(pair.orig, api_map),
+                )
+            else:
+                signature = _signature(call, api_map)
+                key = (call.module, signature, signature)
+            groups.setdefault(key, ([], []))[side].append(index)
+    result: list[list[CallPair]] = [[pair] for pair in pairs]  # what stands at each place
+    for mine, theirs in groups.values():
+        chosen = _closest_pairing(pairs, mine, theirs)
+        if chosen is None:
             continue
-        if pair.target.op is None or pair.orig.op is None or not pair.target.module:
-            continue  # one framework's run (where a name is the call) or no module to stay inside
-        key = (pair.target.module, _signature(pair.target, api_map), _signature(pair.orig, api_map))
-        groups.setdefault(key, []).append(index)
-    result = list(pairs)
-    for members in groups.values():
-        if not 2 <= len(members) <= LARGEST_GROUP:
-            continue
-        targets = [_fingerprint(pairs[i].target) for i in members]  # type: ignore[arg-type]
-        origs = [_fingerprint(pairs[i].orig) for i in members]  # type: ignore[arg-type]
-        distances = [[_distance(t, o) if t and o else math.inf for o in origs] for t in targets]
-        if any(math.isinf(d) for row in distances for d in row):
-            continue  # a call without statistics: order stays
-        if all(row[k] <= min(row) for k, row in enumerate(distances)):
-            continue  # every call is closest to its own partner: the usual case, settled at once
+        targets = [pairs[i].target for i in mine]
+        origs = [pairs[j].orig for j in theirs]
+        for i in {*mine, *theirs}:
+            result[i] = []
+        for k, target in enumerate(targets):
+            j = chosen.get(k)
+            result[mine[k]] = [
+                CallPair(target, origs[j], "values") if j is not None else CallPair(target, None, "unpaired")
+            ]
+        taken = set(chosen.values())
+        for j, orig in enumerate(origs):
+            if j not in taken:  # alone now: where it stood
+                result[theirs[j]].append(CallPair(None, orig, "unpaired"))
+    return [pair for place in result for pair in place]
 
-        def cost(order: Sequence[int], distances: list[list[float]] = distances) -> float:
-            return sum(distances[k][j] for k, j in enumerate(order))
 
-        given = cost(range(len(members)))
-        best = min(itertools.permutations(range(len(members))), key=cost)
-        if cost(best) < CLEARLY_BETTER * given and not math.isclose(cost(best), given):
-            for k, j in enumerate(best):
-                target, orig = pairs[members[k]].target, pairs[members[j]].orig
-                result[members[k]] = CallPair(target, orig, "values")
-    return result
+def _closest_pairing(pairs: Sequence[CallPair], mine: list[int], theirs: list[int]) -> dict[int, int] | None:
+    """Say how a group's target calls (``pairs[mine]``) pair with its orig calls by their statistics.
+
+    :return: ``{target k: orig j}``, or None when the pairs given stand.
+    """
+    if not mine or not theirs or max(len(mine), len(theirs)) > LARGEST_GROUP:
+        return None
+    given = {k: theirs.index(i) for k, i in enumerate(mine) if i in theirs}  # pairs of this group
+    alone = len(given) < len(mine) or len(given) < len(theirs)
+    if len(mine) + len(theirs) < 3 and not given and alone:
+        return None  # one call a side, set apart by the alignment: nothing to choose between
+    targets = [_fingerprint(pairs[i].target) for i in mine]  # type: ignore[arg-type]
+    origs = [_fingerprint(pairs[j].orig) for j in theirs]  # type: ignore[arg-type]
+    distances = [[_distance(t, o) if t and o else math.inf for o in origs] for t in targets]
+    if any(math.isinf(d) for row in distances for d in row):
+        return None  # a call without statistics: order stays
+    if not alone and all(row[given[k]] <= min(row) for k, row in enumerate(distances)):
+        return None  # every call is closest to its own partner: the usual case, settled at once
+    if len(mine) <= len(theirs):
+        ways = [dict(enumerate(order)) for order in itertools.permutations(range(len(theirs)), len(mine))]
+    else:
+        ways = [
+            {k: j for j, k in enumerate(order)}
+            for order in itertools.permutations(range(len(mine)), len(theirs))
+        ]
+
+    def mean(way: Mapping[int, int]) -> float:
+        return sum(distances[k][j] for k, j in way.items()) / max(len(way), 1)
+
+    best = min(ways, key=mean)
+    if not given:
+        return best if alone else None
+    if mean(best) < CLEARLY_BETTER * mean(given) and not math.isclose(mean(best), mean(given)):
+        return best
+    if len(best) > len(given) and mean(best) <= mean(given):
+        return best  # as close, and fewer calls left alone
+    return None
 
 
 def _call_id(call: Call) -> tuple[str, str, int]:
@@ -281,7 +328,10 @@ def pair_items(target: Call | None, orig: Call | None) -> list[tuple[Item | None
             pairs
         ):  # what is left at one slot still pairs: shapes differ
             if partner is None and alone is not None and alone.slot in theirs:
-                if not (doubtful and alone.role == "output"):
+                # a tensor never pairs with a plain value: a gradient one run lists as None is not a twin
+                if alone.is_tensor == theirs[alone.slot].is_tensor and not (
+                    doubtful and alone.role == "output"
+                ):
                     pairs[index] = (alone, theirs.pop(alone.slot))
     pairs += [(None, item) for item in theirs.values()]
     return pairs

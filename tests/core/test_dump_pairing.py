@@ -1,0 +1,97 @@
+"""Pairing the calls of two frameworks' dumps (tscore.dump_compare.pairing), on calls built by hand.
+
+Calls named by neutral operations (``op`` set: two frameworks) that are alike
+in kind, module and shapes pair by their statistics where the runs make them
+in other orders, also where the alignment left some of them alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tscore.dump_compare.calls import Call, Item
+from tscore.dump_compare.pairing import pair_calls, pair_items
+from tscore.dump_format.names import CallName
+
+MODULE = "layers.0.self_attn"
+
+
+def _stats(values: np.ndarray) -> tuple[float, float, float, float]:
+    return float(values.max()), float(values.min()), float(values.mean()), float(np.linalg.norm(values))
+
+
+def _call(
+    prefix: str, api: str, op: str, index: int, order: int, given: np.ndarray, made: np.ndarray
+) -> Call:
+    name = CallName(prefix, api, index, "forward")
+    call = Call(name=name, order=order, module=MODULE)
+    call.op = op
+    call.inputs = [Item("input", "input", f"{call.label}_input.0", shape=given.shape, stats=_stats(given))]
+    call.outputs = [Item("output", "", f"{call.label}_output", shape=made.shape, stats=_stats(made))]
+    return call
+
+
+def _pairs(target: list[Call], orig: list[Call]) -> dict[str | None, str | None]:
+    return {
+        p.target.label if p.target else None: p.orig.label if p.orig else None
+        for p in pair_calls(target, orig)
+    }
+
+
+def test_halves_taken_in_other_orders_pair_by_their_values_also_where_the_alignment_left_one_alone() -> None:
+    """HF's rotate_half takes x[..., :h] then x[..., h:]; a port takes -x[..., h:] first."""
+    x = np.random.default_rng(0).standard_normal((2, 4, 16, 16)).astype(np.float32)
+    low, high = x[..., :8] * 3 + 1, x[..., 8:]
+    orig = [  # torch: getitem low, getitem high, neg, cat
+        _call("Tensor", "__getitem__", "getitem", 0, 0, x, low),
+        _call("Tensor", "__getitem__", "getitem", 1, 1, x, high),
+        _call("Tensor", "__neg__", "neg", 0, 2, high, -high),
+        _call("Torch", "cat", "cat", 0, 3, -high, np.concatenate([-high, low], -1)),
+    ]
+    target = [  # the port: getitem high, neg, getitem low, cat
+        _call("Tensor", "__getitem__", "getitem", 0, 0, x, high),
+        _call("Tensor", "__neg__", "neg", 0, 1, high, -high),
+        _call("Tensor", "__getitem__", "getitem", 1, 2, x, low),
+        _call("Functional", "cat", "cat", 0, 3, -high, np.concatenate([-high, low], -1)),
+    ]
+    pairs = _pairs(target, orig)
+    assert pairs["Tensor___getitem___0_forward"] == "Tensor___getitem___1_forward"
+    assert pairs["Tensor___getitem___1_forward"] == "Tensor___getitem___0_forward"
+    assert None not in pairs  # nothing alone
+
+
+def test_a_call_only_one_run_makes_stays_alone_when_its_values_fit_no_twin() -> None:
+    x = np.random.default_rng(1).standard_normal((4, 32)).astype(np.float32)
+    a, b, extra = x[:, :8] * 2, x[:, 8:16] - 1, x[:, 16:24] * 50
+    orig = [
+        _call("Tensor", "__getitem__", "getitem", 0, 0, x, a),
+        _call("Tensor", "__getitem__", "getitem", 1, 1, x, b),
+    ]
+    target = [
+        _call("Tensor", "__getitem__", "getitem", 0, 0, x, b),
+        _call("Tensor", "__getitem__", "getitem", 1, 1, x, extra),
+        _call("Tensor", "__getitem__", "getitem", 2, 2, x, a),
+    ]
+    result = pair_calls(target, orig)
+    pairs = {p.target.label: p.orig.label if p.orig else None for p in result if p.target}
+    assert pairs == {
+        "Tensor___getitem___0_forward": "Tensor___getitem___1_forward",
+        "Tensor___getitem___1_forward": None,
+        "Tensor___getitem___2_forward": "Tensor___getitem___0_forward",
+    }
+    assert len(result) == 3  # every orig call in exactly one pair
+
+
+def test_a_gradient_one_run_lists_as_none_is_never_compared_with_the_others_tensor() -> None:
+    """MindSpore lists None for a weight's gradient of ``w * x`` where torch gives a (64,) tensor."""
+    target = Call(name=CallName("Tensor", "__mul__", 0, "backward"), order=0, module="norm")
+    orig = Call(name=CallName("Tensor", "mul", 0, "backward"), order=0, module="norm")
+    target.op, orig.op = "mul", "mul"
+    target.outputs = [
+        Item("output", "0", "t.0", is_tensor=False, dtype="NoneType"),
+        Item("output", "1", "t.1", shape=(2, 16, 64)),
+    ]
+    orig.outputs = [Item("output", "0", "o.0", shape=(64,)), Item("output", "1", "o.1", shape=(2, 16, 64))]
+    pairs = [(a.name if a else None, b.name if b else None) for a, b in pair_items(target, orig)]
+    assert ("t.1", "o.1") in pairs
+    assert ("t.0", None) in pairs and (None, "o.0") in pairs
