@@ -95,3 +95,26 @@ def test_a_gradient_one_run_lists_as_none_is_never_compared_with_the_others_tens
     pairs = [(a.name if a else None, b.name if b else None) for a, b in pair_items(target, orig)]
     assert ("t.1", "o.1") in pairs
     assert ("t.0", None) in pairs and (None, "o.0") in pairs
+
+
+def test_a_matmul_pairs_with_a_linear_and_a_gradient_only_passed_on_is_compared_with_nothing() -> None:
+    """MindSpore's Dense calls MatMul where torch calls linear; torch's 3-d linear ends in a view,
+    whose backward records the gradient it received (the same numbers), not its input's."""
+    x = np.random.default_rng(2).standard_normal((32, 64)).astype(np.float32)
+    weight = np.random.default_rng(3).standard_normal((64, 64)).astype(np.float32)
+    y = x @ weight.T
+    target = [_call("Primitive", "MatMul", "matmul", 0, 0, x, y)]
+    orig = [_call("Functional", "linear", "linear", 0, 0, x.reshape(2, 16, 64), y.reshape(2, 16, 64))]
+    grad = np.ones_like(y)
+    for call, given, made in ((target[0], grad, grad @ weight), (orig[0], grad, grad)):  # torch's: passed on
+        back = _call(call.name.prefix, call.name.api, call.op or "", 0, 1, given, made)
+        back.name = back.name._replace(direction="backward")
+        back.label = back.name.ptdbg
+        (target if call is target[0] else orig).append(back)
+    pairs = pair_calls(target, orig)
+    assert [(p.target.label, p.orig.label) for p in pairs if p.target and p.orig] == [
+        ("Primitive_MatMul_0_forward", "Functional_linear_0_forward"),
+        ("Primitive_MatMul_0_backward", "Functional_linear_0_backward"),
+    ]
+    outputs = [(a, b) for a, b in pair_items(target[1], orig[1]) if (a or b).role == "output"]  # type: ignore[union-attr]
+    assert all(a is None or b is None for a, b in outputs) and len(outputs) == 2

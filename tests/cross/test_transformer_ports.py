@@ -234,12 +234,17 @@ def test_the_dump_compare_names_the_call_where_a_planted_mistake_shows_first(
 
 
 def test_the_dump_compare_finds_a_correct_llama_port_correct(tmp_path: Path) -> None:
-    """Dense's Reshape/MatMul against linear, rotate_half's halves taken in other orders, None gradients."""
+    """Dense's MatMul against linear (its backward's passed-on gradient not compared), rotate_half's
+    halves taken in other orders, gradients one run lists as None."""
     report = _dumps(tmp_path, None, "llama")
     differ = [v.label for v in report.calls if v.status in ("own", "inherited", "weights")]
     assert differ == [] and report.first_error is None and report.passed, (differ, report.summary())
     halves = [v for v in report.calls if v.how == "values" and "getitem" in v.label]
     assert len(halves) >= 4 and all(v.status == "ok" for v in halves)  # each half with its twin
+    pairs = {(v.target_call, v.orig_call): v for v in report.calls}
+    for layer in range(14):  # every bias-free Dense (Reshape, MatMul, Reshape) against torch's linear
+        pair = pairs.get((f"Primitive_MatMul_{layer}_forward", f"Functional_linear_{layer}_forward"))
+        assert pair is not None and pair.status == "ok", (layer, pair)
 
 
 @pytest.mark.parametrize(

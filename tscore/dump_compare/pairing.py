@@ -40,6 +40,11 @@ class CallPair:
     how: str  # "name", "aligned" (by sequence), "kind" (same API, other shapes), "values", "unpaired"
 
 
+# operations that pair as one kind: a linear layer is a matmul by its weight (MindSpore's ``nn.Dense``
+# calls ``MatMul`` where torch calls ``linear``); the values then say whether they agree
+KINDS_ALIKE = {"matmul": "linear"}
+
+
 def _kind(call: Call, api_map: Mapping[str, str]) -> tuple[str, str, str]:
     """Say what a call is, whatever its number: its API, or for a module call its path, not its class.
 
@@ -49,7 +54,7 @@ def _kind(call: Call, api_map: Mapping[str, str]) -> tuple[str, str, str]:
     if call.name.prefix == "Module":
         return "Module", call.name.direction, call.module or ""
     if call.op is not None:  # two frameworks: what the call is, as its plugin names it
-        return call.op, call.name.direction, ""
+        return KINDS_ALIKE.get(call.op, call.op), call.name.direction, ""
     api = f"{call.name.prefix}.{call.name.api}"
     return api_map.get(api, api), call.name.direction, ""
 
@@ -300,10 +305,18 @@ def pair_items(target: Call | None, orig: Call | None) -> list[tuple[Item | None
     left pairs by shape in order.
     """
     mine = list(target.items) if target is not None else []
+    mine_all = list(mine)
     theirs = {item.slot: item for item in (orig.items if orig is not None else ())}
     neutral = target is not None and orig is not None and target.op is not None and orig.op is not None
     doubtful = neutral and _doubtful_gradients(target, orig)
     pairs: list[tuple[Item | None, Item | None]] = []
+    through: list[Item] = []  # gradients a call only passed on: compared with nothing
+    if neutral:
+        assert target is not None and orig is not None
+        through = [v for v in mine if v.slot in _passed_through(target)]
+        mine = [v for v in mine if v.slot not in _passed_through(target)]
+        for slot in _passed_through(orig):
+            through.append(theirs.pop(slot))
     for value in mine:
         found = theirs.get(value.slot)
         if found is not None and doubtful and value.role == "output":
@@ -334,7 +347,33 @@ def pair_items(target: Call | None, orig: Call | None) -> list[tuple[Item | None
                 ):
                     pairs[index] = (alone, theirs.pop(alone.slot))
     pairs += [(None, item) for item in theirs.values()]
+    pairs += [(item, None) if item in mine_all else (None, item) for item in through]
     return pairs
+
+
+# operations whose gradient for an input is never the gradient they receive (it is multiplied by a weight)
+_TRANSFORMING = frozenset({"linear", "matmul", "conv1d", "conv2d", "conv3d", "bmm", "addmm", "baddbmm"})
+
+
+def _passed_through(call: Call) -> set[tuple[str, str]]:
+    """Name the gradients a matrix product's backward call records that are only the one it received.
+
+    torch's ``linear`` of a 3-d input ends in a view: its backward call records the gradient reaching
+    that view, reshaped (the same numbers as its input), not the gradient for the linear's input.
+    Such a value is not the twin of the other framework's input gradient.
+    """
+    if call.name.direction == "forward" or (call.op or "").removesuffix(" (folded)") not in _TRANSFORMING:
+        return set()
+    received = [(i.stats, _size(i)) for i in call.inputs if i.is_tensor and i.stats is not None]
+    return {
+        o.slot
+        for o in call.outputs
+        if o.is_tensor and o.stats is not None and (o.stats, _size(o)) in received
+    }
+
+
+def _size(item: Item) -> int | None:
+    return math.prod(item.shape) if item.shape is not None else None
 
 
 def _doubtful_gradients(target: Call | None, orig: Call | None) -> bool:
