@@ -118,3 +118,27 @@ def test_a_matmul_pairs_with_a_linear_and_a_gradient_only_passed_on_is_compared_
     ]
     outputs = [(a, b) for a, b in pair_items(target[1], orig[1]) if (a or b).role == "output"]  # type: ignore[union-attr]
     assert all(a is None or b is None for a, b in outputs) and len(outputs) == 2
+
+
+def test_one_call_against_the_calls_the_other_run_makes_for_it_is_compared_as_one() -> None:
+    """A port's gelu against HF's gelu_new in eight calls, in one module, between paired calls."""
+    from tscore.dump_compare.pairing import fill_composite
+
+    x = np.random.default_rng(4).standard_normal((2, 16, 64)).astype(np.float32)
+    inner = np.tanh(0.79788456 * (x + 0.044715 * x**3)).astype(np.float32)
+    made = (0.5 * x * (1 + inner)).astype(np.float32)
+    target = [_call("Functional", "gelu", "gelu", 0, 0, x, made)]
+    parts = [("mul", x * 0.5), ("pow", x**3), ("mul", inner), ("add", 1 + inner), ("mul", made)]
+    orig = [_call("Tensor", api, api, k, k, x if k == 0 else out, out) for k, (api, out) in enumerate(parts)]
+    for call in (*target, *orig):
+        call.module = "h.0.mlp.act"
+    pairs = [fill_composite(p) for p in pair_calls(target, orig)]
+    whole = [p for p in pairs if p.how == "composite"]
+    assert len(whole) == 1 and whole[0].target is target[0] and whole[0].orig is not None
+    assert whole[0].orig.label == "Tensor_mul_0_forward..Tensor_mul_4_forward (5 calls)"
+    items = pair_items(whole[0].target, whole[0].orig)
+    assert [(a.stats, b.stats) for a, b in items if a and b] == [
+        (target[0].inputs[0].stats, orig[0].inputs[0].stats),  # x, the tensor its first call takes
+        (target[0].outputs[0].stats, orig[-1].outputs[0].stats),  # what its last call returns
+    ]
+    assert sum(1 for p in pairs if p.how == "unpaired") == 5  # the several stay rows of their own

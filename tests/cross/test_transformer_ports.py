@@ -10,6 +10,7 @@ code differs, never an ancestor of it.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -188,7 +189,7 @@ def _dumps(tmp_path: Path, mistake: str | None, model: str = "gpt2") -> ts.dump_
         loss(ms.Tensor(ids))
 
     orig_dump, port_dump = dump(orig, torch_step, "torch"), dump(port, ms_step, "ms")
-    (tmp_path / "out").mkdir()
+    (tmp_path / "out").mkdir(parents=True)
     return ts.dump.compare_dumps(port_dump, orig_dump, str(tmp_path / "out"))
 
 
@@ -264,3 +265,58 @@ def test_the_dump_compare_names_the_call_where_a_planted_llama_mistake_shows_fir
     module = LLAMA_MISTAKES[mistake]
     assert first is not None and (first.module, first.target_call) == (module, call), report.summary()
     assert not report.passed
+
+
+def _torch_dumps(tmp_path: Path, target: object, orig: object) -> ts.dump_compare.DumpCompareReport:
+    """Dump one forward and backward of two torch GPT-2s, statistics; compare them."""
+    import numpy as np
+    import torch
+
+    ids = torch.from_numpy(np.random.default_rng(0).integers(0, 100, (2, 16)))
+
+    def dump(net: Any, name: str) -> str:
+        debugger = ts.dump.Debugger(task="statistics", dump_path=str(tmp_path / name), level="L1")
+        debugger.start(net)
+        try:
+            net(ids).last_hidden_state.square().sum().backward()
+        finally:
+            debugger.stop()
+            debugger.close()
+        return str(tmp_path / name / "step0" / "rank0")
+
+    target_dump, orig_dump = dump(target, "target"), dump(orig, "orig")
+    return ts.dump.compare_dumps(target_dump, orig_dump)
+
+
+def test_the_dump_compare_compares_sdpa_with_the_calls_of_an_eager_attention_as_one(tmp_path: Path) -> None:
+    """Same weights, other kernels: sdpa's one call against eager's matmul ... softmax ... matmul."""
+    report = _torch_dumps(tmp_path, hf_gpt2("sdpa"), hf_gpt2("eager"))
+    whole = [v for v in report.calls if v.how == "composite" and v.module in ("h.0.attn", "h.1.attn")]
+    assert [v.target_call for v in whole] == [
+        "Functional_scaled_dot_product_attention_0_forward",
+        "Functional_scaled_dot_product_attention_1_forward",
+    ]
+    assert all(v.status == "ok" and v.output_error is not None for v in whole), whole
+    assert report.passed and report.first_error is None, report.summary()
+
+
+def test_attention_scaling_off_in_an_eager_model_is_named_against_sdpa_by_the_dump_compare(
+    tmp_path: Path,
+) -> None:
+    target = hf_gpt2("eager")
+    target.h[1].attn.scale_attn_weights = False
+    report = _torch_dumps(tmp_path, target, hf_gpt2("sdpa"))
+    first = report.first_error
+    assert first is not None and first.module == "h.1.attn" and first.how == "composite", report.summary()
+    assert first.orig_call == "Functional_scaled_dot_product_attention_1_forward"
+
+
+def test_an_exact_gelu_for_gelu_new_is_compared_with_hfs_eight_calls_as_one(tmp_path: Path) -> None:
+    """HF's NewGELUActivation computes in eight calls; the port's gelu is compared with them as one."""
+    correct, exact = _dumps(tmp_path / "correct", None), _dumps(tmp_path / "exact", "exact_gelu")
+    errors = []
+    for report in (correct, exact):
+        act = next(v for v in report.calls if v.how == "composite" and v.module == "h.1.mlp.act")
+        assert act.target_call == "Functional_gelu_1_forward" and act.orig_call.endswith("(8 calls)")
+        errors.append(act.output_error)
+    assert errors[1] > 100 * errors[0]  # the tanh approximation's difference shows, within tolerance

@@ -70,6 +70,13 @@ class Call:
     shapes: tuple[Any, ...] | None = None  # its tensor inputs' shapes, kept when its values are not
     record: str | None = None  # the record's own name, when its values are read on demand
     op: str | None = None  # its neutral operation, when its framework's plugin names it (api_names)
+    arguments: tuple[Any, ...] | None = None  # its plain arguments (argument_key), kept with shapes
+
+    def argument_key(self) -> tuple[Any, ...]:
+        """Return its plain arguments as ``((path, value), ...)`` to compare and hash (lists as text)."""
+        if self.arguments is not None and not self.inputs:
+            return self.arguments
+        return tuple((i.path, _hashable(i.value)) for i in self.inputs if not i.is_tensor)
 
     def __post_init__(self) -> None:
         """Spell the name once: pairing reads it for every call."""
@@ -114,6 +121,7 @@ class DumpSource:
         for call in calls:
             if call.span is not None:
                 call.shapes = tuple(item.shape for item in call.inputs if item.is_tensor)
+                call.arguments = call.argument_key()
                 call.inputs, call.outputs = [], []
 
     def close(self) -> None:
@@ -139,6 +147,11 @@ class DumpSource:
     def has_tensors(self) -> bool:
         """True when the dump holds tensor files, so values can be compared element by element."""
         return self.task == "tensor"
+
+
+def _hashable(value: Any) -> Any:
+    """Return a plain argument as something to compare and hash (a list as its text)."""
+    return value if isinstance(value, (int, float, str, bool, type(None))) else repr(value)
 
 
 def split_entry_name(call: str, name: str) -> tuple[str, str]:

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tscore.dump_compare.api_names import api_table, neutral_calls
-from tscore.dump_compare.calls import DumpReadError, DumpSource
-from tscore.dump_compare.pairing import CallPair, pair_calls, pair_items
+from tscore.dump_compare.calls import Call, DumpReadError, DumpSource
+from tscore.dump_compare.pairing import CallPair, fill_composite, pair_calls, pair_items
 from tscore.dump_compare.report import DumpCompareReport
 from tscore.dump_compare.row_stream import DumpRowStream
 from tscore.dump_compare.rows import Row, compare_items, statistics_errors
@@ -112,16 +112,22 @@ def compare_sources(
         for start in range(0, len(pairs), BLOCK_CALLS):
             block = pairs[start : start + BLOCK_CALLS]
             for source, side in ((target, "target"), (orig, "orig")):
-                source.load([call for pair in block if (call := getattr(pair, side)) is not None])
-            yield block
+                source.load(_calls_of(block, side))
+            yield [fill_composite(pair) for pair in block]
             for source, side in ((target, "target"), (orig, "orig")):
-                source.release([call for pair in block if (call := getattr(pair, side)) is not None])
+                source.release(_calls_of(block, side))
 
     report = _compare_blocks(
         target, orig, blocks(), csv_path, stack_mode, tolerance=tolerance, kernel=kernel, workers=workers
     )
     report.seconds = time.perf_counter() - began
     return report
+
+
+def _calls_of(block: list[CallPair], side: str) -> list[Call]:
+    """Return one side's calls of a block of pairs, a composite's several calls among them."""
+    calls = [call for pair in block if (call := getattr(pair, side)) is not None]
+    return calls + [c for pair in block if pair.parts_of == side for c in pair.parts]
 
 
 def compare_streams(

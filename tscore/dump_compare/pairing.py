@@ -20,6 +20,7 @@ and v before q), they pair by their outputs' statistics
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import itertools
 import math
@@ -37,7 +38,11 @@ class CallPair:
 
     target: Call | None
     orig: Call | None
-    how: str  # "name", "aligned" (by sequence), "kind" (same API, other shapes), "values", "unpaired"
+    # "name", "aligned" (by sequence), "kind" (same API, other shapes), "values", "composite" (one call
+    # against the calls the other run makes for it), "unpaired"
+    how: str
+    parts: tuple[Call, ...] = ()  # a composite's several calls (the side ``parts_of``), see fill_composite
+    parts_of: str = ""
 
 
 # operations that pair as one kind: a linear layer is a matmul by its weight (MindSpore's ``nn.Dense``
@@ -59,12 +64,28 @@ def _kind(call: Call, api_map: Mapping[str, str]) -> tuple[str, str, str]:
     return api_map.get(api, api), call.name.direction, ""
 
 
+# APIs whose plain arguments say which operation they are (the axes a transpose swaps, an index):
+# ``k.transpose(-1, -2)`` is not ``out.transpose(1, 2)``. Other arguments (an ``eps``, a ``stride``)
+# are settings, whose difference is a finding, not another call
+STRUCTURAL_APIS = frozenset(
+    {"transpose", "permute", "__getitem__", "view", "reshape", "split", "chunk", "unsqueeze", "squeeze"}
+    | {"flatten", "expand", "repeat", "narrow", "select", "swapaxes", "movedim", "unbind"}
+)
+
+
 def _signature(call: Call, api_map: Mapping[str, str]) -> Hashable:
+    """Say what a call is and what it was given: its kind, its tensors' shapes, structural arguments.
+
+    The arguments of :data:`STRUCTURAL_APIS` tell an eager attention's ``k.transpose(-1, -2)`` from
+    the ``transpose(1, 2)`` after ``scaled_dot_product_attention``; calls whose arguments differ
+    still pair by kind where nothing else pairs (:func:`_pair_kinds`).
+    """
+    structural = call.name.api in STRUCTURAL_APIS
     if call.shapes is not None and not call.inputs:  # values read on demand, and let go
         shapes = call.shapes
     else:
         shapes = tuple(item.shape for item in call.inputs if item.is_tensor)
-    return (*_kind(call, api_map), shapes)
+    return (*_kind(call, api_map), shapes, call.argument_key() if structural else ())
 
 
 def _align(
@@ -236,6 +257,103 @@ def _closest_pairing(pairs: Sequence[CallPair], mine: list[int], theirs: list[in
     return None
 
 
+# a composite's calls, at most (HF's gelu_new makes 8, an eager attention against sdpa 6)
+LONGEST_COMPOSITE = 16
+
+
+def _composites(pairs: list[CallPair]) -> list[CallPair]:
+    """Pair one call of a run with the several calls the other run makes for it, in one module.
+
+    HF's ``NewGELUActivation`` computes ``0.5 * x * (1 + tanh(...))`` in eight calls where a port
+    calls ``gelu`` once; an eager attention makes ``matmul``, ``softmax``, ``matmul`` where another
+    run calls ``scaled_dot_product_attention``. Where, between two paired calls, one run's calls
+    alone in a module are one call and the other run's are several, the one is compared with the
+    several as one: the first tensor its first call takes, what its last call returns. The several
+    stay rows of their own (unpaired, just before), and their backward calls pair with nothing.
+    """
+    out: list[CallPair] = []
+    gap: list[CallPair] = []
+    for pair in [*pairs, None]:
+        if pair is not None and (pair.target is None or pair.orig is None):
+            gap.append(pair)
+            continue
+        out += _fold_gap(gap) if gap else []
+        gap = []
+        if pair is not None:
+            out.append(pair)
+    return out
+
+
+def _fold_gap(gap: list[CallPair]) -> list[CallPair]:
+    """Fold the calls alone in one stretch of pairs, module by module (:func:`_composites`)."""
+    modules: dict[str, tuple[list[Call], list[Call]]] = {}
+    for pair in gap:
+        call = pair.target or pair.orig
+        assert call is not None
+        if call.module:
+            modules.setdefault(call.module, ([], []))[0 if pair.target is not None else 1].append(call)
+    folded: list[CallPair] = []
+    singles: set[int] = set()
+    for mine, theirs in modules.values():
+        counts = sorted((len(mine), len(theirs)))
+        if counts[0] != 1 or not 2 <= counts[1] <= LONGEST_COMPOSITE:
+            continue
+        single, chain = (mine[0], theirs) if len(mine) == 1 else (theirs[0], mine)
+        end = chain[-1]
+        whole = Call(name=end.name, order=end.order, module=end.module, stack=end.stack, op=single.op)
+        whole.label = f"{chain[0].label}..{end.label} ({len(chain)} calls)"
+        singles.add(id(single))
+        pair = (
+            CallPair(single, whole, "composite") if chain is theirs else CallPair(whole, single, "composite")
+        )
+        pair.parts, pair.parts_of = tuple(chain), ("orig" if chain is theirs else "target")
+        folded.append(pair)
+    # the several stay rows of their own, before the pair that compares them as one
+    return [p for p in gap if id(p.target or p.orig) not in singles] + folded
+
+
+def fill_composite(pair: CallPair) -> CallPair:
+    """Give a composite pair's several calls (their values loaded) the values they are compared by.
+
+    Those are the tensor among the several's inputs alike in shape and closest in statistics to the
+    single call's first (an eager attention's first call takes k; sdpa's first tensor is q), and the
+    last one's output. When these cannot hold the same numbers as the single call's, the single
+    call is alone (``unpaired``).
+    """
+    if pair.how != "composite" or not pair.parts:
+        return pair
+    whole, single = (pair.target, pair.orig) if pair.parts_of == "target" else (pair.orig, pair.target)
+    assert whole is not None and single is not None
+    given = next((i for i in single.inputs if i.is_tensor and i.shape is not None), None)
+    made = [o for o in single.outputs if o.is_tensor and o.shape is not None]
+    last = [o for o in pair.parts[-1].outputs if o.is_tensor and o.shape is not None]
+    alike = [
+        i
+        for c in pair.parts
+        for i in c.inputs
+        if given is not None and i.is_tensor and i.shape is not None and _may_agree(given, i)
+    ]
+    if given is None or len(made) != 1 or len(last) != 1 or not _may_agree(made[0], last[0]) or not alike:
+        alone = (
+            CallPair(single, None, "unpaired")
+            if single is pair.target
+            else CallPair(None, single, "unpaired")
+        )
+        return alone
+    first = min(alike, key=lambda i: _item_distance(given, i))
+    whole.inputs = [dataclasses.replace(first, path=given.path)]
+    whole.outputs = [dataclasses.replace(last[0], path=made[0].path)]
+    return pair
+
+
+def _item_distance(a: Item, b: Item) -> float:
+    """Say how far two tensors' means and norms lie apart, relative to their norms (inf: unknown)."""
+    if a.stats is None or b.stats is None or None in (a.stats[2], a.stats[3], b.stats[2], b.stats[3]):
+        return math.inf
+    mean_a, norm_a, mean_b, norm_b = (float(x) for x in (a.stats[2], a.stats[3], b.stats[2], b.stats[3]))  # type: ignore[arg-type]
+    return (abs(mean_a - mean_b) + abs(norm_a - norm_b)) / max(abs(norm_a), abs(norm_b), 1e-12)
+
+
 def _call_id(call: Call) -> tuple[str, str, int]:
     return call.name.prefix, call.name.api, call.name.index
 
@@ -250,17 +368,21 @@ def pair_calls(
     :return: pairs in the target side's order (calls only the orig side has, where they fall).
     """
     mapping = dict(api_map or {})
-    forward = _paired_by_values(
-        _align(
-            [c for c in target if c.name.direction in _FORWARD],
-            [c for c in orig if c.name.direction in _FORWARD],
+    forward = _composites(
+        _paired_by_values(
+            _align(
+                [c for c in target if c.name.direction in _FORWARD],
+                [c for c in orig if c.name.direction in _FORWARD],
+                mapping,
+                "aligned",
+            ),
             mapping,
-            "aligned",
-        ),
-        mapping,
+        )
     )
     partner = {
-        _call_id(p.target): _call_id(p.orig) for p in forward if p.target is not None and p.orig is not None
+        _call_id(p.target): _call_id(p.orig)
+        for p in forward
+        if p.target is not None and p.orig is not None and p.how != "composite"
     }
     orig_backward = {(_call_id(c), c.name.direction): c for c in orig if c.name.direction not in _FORWARD}
     backward: list[CallPair] = []
