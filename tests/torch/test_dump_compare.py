@@ -97,6 +97,40 @@ def test_an_api_called_with_another_option_is_its_own_error_and_what_follows_inh
     assert next(v for v in forward if v.target_call == "Functional_linear_1_forward").status == "inherited"
 
 
+class Halves(torch.nn.Module):
+    """Rotates the halves of its input: ``cat(-x[..., h:], x[..., :h])``, or with the halves mixed up."""
+
+    def __init__(self, mixed_up: bool = False) -> None:
+        super().__init__()
+        self.mixed_up = mixed_up
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        half = x.shape[-1] // 2
+        if self.mixed_up:
+            low, high = x[..., half:], x[..., :half]
+        else:
+            low, high = x[..., :half], x[..., half:]
+        return torch.cat((-high, low), dim=-1)
+
+
+def test_an_index_is_compared_as_a_value_and_one_that_differs_is_named(tmp_path) -> None:
+    x = torch.randn(2, 8, generator=torch.Generator().manual_seed(2))
+    folders = []
+    for mixed_up in (True, False):
+        folder = tmp_path / str(mixed_up)
+        with ts.dump.Debugger(task="statistics", dump_path=str(folder), level="L1"):
+            Halves(mixed_up)(x)
+        folders.append(folder / "step0" / "rank0")
+    report = compare_dumps(*folders)
+    rows = {r.target_name: r for r in report.rows}
+    index = rows["Tensor___getitem___0_forward_input.1.1"]  # the slice after the ellipsis
+    assert index.basis == "value" and "[4, None, None] vs [None, 4, None]" in index.message
+    first = report.first_error
+    assert first is not None and first.target_call == "Tensor___getitem___0_forward", report.summary()
+    assert first.status == "own" and "an argument differs" in first.reason
+    assert rows["Tensor___getitem___0_forward_input.1.0"].message == ""  # the ellipsis, the same
+
+
 def test_one_extra_call_shifts_nothing_else(tmp_path) -> None:
     report = compare_dumps(dump_small(tmp_path / "extra", extra_relu=True), dump_small(tmp_path / "plain"))
     unpaired = sorted(v.target_call or "" for v in report.calls if v.status == "unpaired")

@@ -52,6 +52,16 @@ log = logging.getLogger(__name__)
 _PLAIN = (bool, int, float, str, type(None))
 
 
+def _plain_bound(bound: Any) -> Any:
+    """Return a slice's start, stop or step as a plain value (a 0-d tensor's number; else its text)."""
+    if isinstance(bound, _PLAIN):
+        return bound
+    try:
+        return int(bound)
+    except (TypeError, ValueError, RuntimeError):
+        return str(bound)
+
+
 # how many recent tensors the recorder remembers, to reuse their statistics and files
 # a list or tuple argument of more plain values than this is recorded by its length, not value by value
 LONGEST_PLAIN_LIST = 16
@@ -492,6 +502,17 @@ class DumpRecorder:
         name = tensor_name(call, side, path)
         if isinstance(value, _PLAIN):
             out.append({"name": name, "type": type(value).__name__, "value": value})
+            return
+        if isinstance(value, slice):  # an index: compared as values, as msprobe spells it
+            self.busy += 1  # a tensor bound's number is read by a call no capture may see
+            try:
+                bounds = [_plain_bound(b) for b in (value.start, value.stop, value.step)]
+            finally:
+                self.busy -= 1
+            out.append({"name": name, "type": "slice", "value": bounds})
+            return
+        if value is Ellipsis:
+            out.append({"name": name, "type": "ellipsis", "value": "..."})
             return
         if isinstance(value, (tuple, list)):
             if len(value) > LONGEST_PLAIN_LIST and all(isinstance(v, _PLAIN) for v in value):
