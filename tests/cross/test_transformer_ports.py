@@ -309,6 +309,9 @@ def test_attention_scaling_off_in_an_eager_model_is_named_against_sdpa_by_the_du
     first = report.first_error
     assert first is not None and first.module == "h.1.attn" and first.how == "composite", report.summary()
     assert first.orig_call == "Functional_scaled_dot_product_attention_1_forward"
+    # the user's line, and the line of HF's code that made the call under it
+    assert first.where is not None and first.where.startswith(f"{__file__}:"), first.where
+    assert "(in transformers/models/gpt2/modeling_gpt2.py:" in first.where, first.where
 
 
 def test_an_exact_gelu_for_gelu_new_is_compared_with_hfs_eight_calls_as_one(tmp_path: Path) -> None:

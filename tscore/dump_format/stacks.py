@@ -16,10 +16,25 @@ _USER_FRAME = re.compile(r"^File (?P<file>.+?), line (?P<line>\d+), in (?P<func>
 def where_in_user_code(stack: Sequence[str]) -> str | None:
     """Return the innermost frame of the user's code in a stack (outermost first): ``file:line in func``.
 
-    Frames of installed packages (``site-packages``: the framework, the dump tool) are passed over.
+    Frames of installed packages (``site-packages``: the framework, the dump tool) are passed over;
+    where such a package made the call for the user's code (HF's ``modeling_gpt2.py`` under the
+    user's training step), its innermost frame is named too: ``train.py:9 in step (in
+    transformers/models/gpt2/modeling_gpt2.py:190 in forward)``. None when no frame is the user's.
     """
+    library = None
     for line in reversed(stack):
         found = _USER_FRAME.search(line)
-        if found and not any(part in found["file"] for part in _LIBRARY_PARTS):
-            return f"{found['file']}:{found['line']} in {found['func'].strip().rstrip(',')}"
+        if not found:
+            continue
+        part = next((p for p in _LIBRARY_PARTS if p in found["file"]), None)
+        if part is None:
+            user = f"{found['file']}:{found['line']} in {_function(found['func'])}"
+            return f"{user} (in {library})" if library else user
+        if library is None:
+            inside = found["file"].split(part, 1)[1].lstrip("/\\")
+            library = f"{inside}:{found['line']} in {_function(found['func'])}"
     return None
+
+
+def _function(text: str) -> str:
+    return text.strip().rstrip(",")
