@@ -255,3 +255,37 @@ def test_the_first_suspect_names_the_call_one_run_made_alone_just_before_it(tmp_
         "made by one run alone since the last call that agreed: Functional_div_0_forward (orig only)"
         in first.reason
     )
+
+
+def _as_framework(folder: Path, framework: str, prefixes: dict[str, str] | None = None) -> Path:
+    """Say that ``framework`` wrote a dump; move some APIs to another namespace (``{"tanh": "Torch"}``)."""
+    info = json.loads((folder / "dump_info.json").read_text())
+    (folder / "dump_info.json").write_text(json.dumps({**info, "recorded_frameworks": [framework]}))
+    records = [json.loads(line) for line in (folder / "dump.jsonl").read_text().splitlines()]
+    for record in records:
+        prefix = (prefixes or {}).get(record["api"])
+        if prefix is not None:
+            old = f"{record['prefix']}_{record['api']}"
+            record["prefix"] = prefix
+            record["name"] = record["name"].replace(old, f"{prefix}_{record['api']}")
+            for entry in record["inputs"] + record["outputs"]:
+                entry["name"] = entry["name"].replace(old, f"{prefix}_{record['api']}")
+    (folder / "dump.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return folder
+
+
+def test_a_dump_of_a_framework_running_torchs_api_pairs_by_name_with_no_false_warning(
+    tmp_path, caplog
+) -> None:
+    """mindtorch (msadapter) dumps under torch's names: no table is missing; one namespace moved pairs."""
+    good = values(5)
+    target = _as_framework(write_dump(tmp_path / "m", chain(good)), "msadapter")
+    orig = _as_framework(write_dump(tmp_path / "t", chain(good)), "torch", {"tanh": "Torch"})
+    with caplog.at_level("INFO"):
+        report = compare_dumps(target, orig)
+    assert "no installed plugin names the APIs" not in caplog.text
+    assert "their APIs named alike" in caplog.text
+    assert report.passed and report.counts().get("unpaired", 0) == 0, report.summary()
+    assert ("Functional_tanh_0_forward", "Torch_tanh_0_forward") in {
+        (v.target_call, v.orig_call) for v in report.calls
+    }

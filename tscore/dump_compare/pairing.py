@@ -27,6 +27,7 @@ import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
+from tscore.dump_compare.api_names import default_op
 from tscore.dump_compare.calls import Call, Item
 
 _FORWARD = ("forward",)
@@ -61,7 +62,11 @@ def _kind(call: Call, api_map: Mapping[str, str]) -> tuple[str, str, str]:
     if call.op is not None:  # two frameworks: what the call is, as its plugin names it
         return KINDS_ALIKE.get(call.op, call.op), call.name.direction, ""
     api = f"{call.name.prefix}.{call.name.api}"
-    return api_map.get(api, api), call.name.direction, ""
+    mapped = api_map.get(api)
+    if mapped is not None:
+        return mapped, call.name.direction, ""
+    # whatever its namespace: ``Functional.addmm`` (mindtorch's) is ``Torch.addmm``
+    return default_op(call.name.api) or api, call.name.direction, ""
 
 
 # APIs whose plain arguments say which operation they are (the axes a transpose swaps, an index):
