@@ -27,7 +27,7 @@ import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tscore.dump_compare.api_names import default_op
+from tscore.dump_compare.api_names import AMBIGUOUS
 from tscore.dump_compare.calls import Call, Item
 
 _FORWARD = ("forward",)
@@ -65,8 +65,8 @@ def _kind(call: Call, api_map: Mapping[str, str]) -> tuple[str, str, str]:
     mapped = api_map.get(api)
     if mapped is not None:
         return mapped, call.name.direction, ""
-    # whatever its namespace: ``Functional.addmm`` (mindtorch's) is ``Torch.addmm``
-    return default_op(call.name.api) or api, call.name.direction, ""
+    # whatever its namespace: ``Functional.addmm`` (mindtorch's) is ``Torch.addmm``, as spelled
+    return (api if call.name.api in AMBIGUOUS else call.name.api), call.name.direction, ""
 
 
 # APIs whose plain arguments say which operation they are (the axes a transpose swaps, an index):
