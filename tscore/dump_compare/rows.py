@@ -25,6 +25,7 @@ from tscore.checkpoint.torch_zip import TorchZipError, read_torch_tensor
 from tscore.compare.kernels import logical_stats, resolve_kernel
 from tscore.compare.pair_stats import PairStats
 from tscore.dump_compare.calls import Item
+from tscore.fill_values import fill_limit
 
 log = logging.getLogger(__name__)
 
@@ -180,14 +181,6 @@ def _stats_matrix(stats: Sequence[Sequence[float | None]]) -> tuple[np.ndarray, 
     return values, given
 
 
-# a finite value within this share of its dtype's largest is a fill (finfo.min in an attention mask)
-FILL_SHARE = 0.5
-LARGEST = {
-    "float16": 65504.0,
-    "bfloat16": 3.3895e38,
-    "float32": 3.4028235e38,
-    "float64": 1.7976931348623157e308,
-}
 FILLED = (
     "holds fill values near the largest float (an attention mask's): its statistics cannot show a "
     "difference in its other values, so it is not judged by them (dump tensors to compare it)"
@@ -200,9 +193,7 @@ def fill_values(stats: np.ndarray, dtypes: Sequence[str | None]) -> np.ndarray:
     A value computed that large is a blow-up, not a fill; the caller asks both sides, so that one
     side's fill against the other's numbers stays an error.
     """
-    limits = np.array(
-        [FILL_SHARE * LARGEST.get(d or "", LARGEST["float32"]) for d in dtypes], dtype=np.float64
-    )
+    limits = np.array([fill_limit(d) for d in dtypes], dtype=np.float64)
     extremes = np.abs(stats[:, :2])
     with np.errstate(invalid="ignore"):
         return np.any(np.isfinite(extremes) & (extremes >= limits[:, None]), axis=1)

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tscore.contract.layers import LayerInfo
+from tscore.dtypes import neutral_dtype
+from tscore.fill_values import both_filled
 from tscore.layouts import check_layout, for_rank, from_neutral, is_neutral, reordered, to_neutral
 from tscore.netdiff.call_roles import RolePairs, pair_roles
 from tscore.netdiff.recording import LayerCall
@@ -136,7 +138,9 @@ def _input_error(left: list[np.ndarray], right: list[np.ndarray], layouts: CallL
     for x, y in zip(left, right, strict=True):
         a, b = layouts.read(x, 0), layouts.read(y, 1)
         if _numeric(a) and _numeric(b) and a.size:
-            diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
+            wide_a, wide_b = a.astype(np.float64), b.astype(np.float64)
+            diff = np.abs(wide_a - wide_b)
+            diff[both_filled(wide_a, wide_b, neutral_dtype(str(a.dtype)))] = 0.0  # one mask, two spellings
             largest = max(largest, float(np.nanmax(np.where(np.isfinite(diff), diff, np.inf))))
     return largest
 

@@ -32,6 +32,8 @@ from tscore.compare.engine import compare_arrays
 from tscore.compare.pairs import PairResult
 from tscore.contract.kinds import kind_family
 from tscore.contract.layers import LayerInfo
+from tscore.dtypes import neutral_dtype
+from tscore.fill_values import both_filled
 from tscore.layouts import reordered
 from tscore.netdiff.call_layouts import AS_GIVEN, CallLayouts, LayoutBook
 from tscore.netdiff.call_roles import RolePairs, opaque_outputs, pair_roles
@@ -151,7 +153,8 @@ def _input_error(
         a = np.asarray(x, dtype=np.float64).reshape(-1)
         b = np.asarray(y, dtype=np.float64).reshape(-1)
         agree = agree and bool(np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
-        finite = np.isfinite(a) & np.isfinite(b)
+        # a mask's fills on both sides (-3.4028235e38 against -3.40282e38) are the same mask, not 3.45e32
+        finite = np.isfinite(a) & np.isfinite(b) & ~both_filled(a, b, neutral_dtype(str(x.dtype)))
         if finite.any():
             largest = max(largest, float(np.max(np.abs(a[finite] - b[finite]))))
     return agree, largest
