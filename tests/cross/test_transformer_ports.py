@@ -323,3 +323,25 @@ def test_an_exact_gelu_for_gelu_new_is_compared_with_hfs_eight_calls_as_one(tmp_
         assert act.target_call == "Functional_gelu_1_forward" and act.orig_call.endswith("(8 calls)")
         errors.append(act.output_error)
     assert errors[1] > 100 * errors[0]  # the tanh approximation's difference shows, within tolerance
+
+
+def test_a_mask_filled_with_another_spelling_of_the_largest_float_is_no_inherited_error() -> None:
+    """mindtorch fills HF's causal mask with -3.40282e38 where torch writes -3.4028235e38 (issue 48)."""
+    import torch
+
+    def refill(module: object, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        mask = kwargs.get("attention_mask")
+        if mask is not None:
+            kwargs["attention_mask"] = torch.where(mask < -1e38, torch.tensor(-3.40282e38), mask)
+        return args, kwargs
+
+    target = hf_gpt2("eager")
+    target.h[1].attn.scale_attn_weights = False
+    for block in target.h:
+        block.attn.register_forward_pre_hook(refill, with_kwargs=True)
+    report = find(hf_gpt2("eager"), target, locate=None)
+    first = report.first_divergence
+    assert first is not None and first.orig_path == "h.1.attn", report.verdict()
+    assert first.inherited_error is not None and first.inherited_error < 1e-3, report.verdict()
+    masks = [r for r in report.layers if r.orig_path == "h.0.attn"]
+    assert masks and masks[0].status is LayerStatus.OK, masks
