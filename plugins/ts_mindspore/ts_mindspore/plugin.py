@@ -188,7 +188,9 @@ class MindSporeBackend(Backend):
         import mindspore as ms
 
         ms.set_seed(seed)
-        if deterministic:
+        # MindSpore takes set_deterministic once a process (a second call raises, also with the
+        # same value): seed_all called again (msprobe's loop, a test suite) leaves it as it is
+        if deterministic and ms.get_context("deterministic") != "ON":
             ms.set_deterministic(True)
 
     def prepare_runtime(self, runtime: Runtime) -> None:
