@@ -9,6 +9,7 @@ code differs, never an ancestor of it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +157,18 @@ def test_a_planted_mistake_in_the_llama_port_is_named_at_its_module(mistake: str
         assert first.where == f"before {path}.o_proj, after {path}.v_proj", report.verdict()
 
 
+def _dump(net: object, run: Callable[[], object], folder: Path) -> str:
+    """Dump ``run()`` (one forward and backward of ``net``) at L1, statistics; return its step/rank folder."""
+    debugger = ts.dump.Debugger(task="statistics", dump_path=str(folder), level="L1")
+    debugger.start(net)
+    try:
+        run()
+    finally:
+        debugger.stop()
+        debugger.close()
+    return str(folder / "step0" / "rank0")
+
+
 def _dumps(tmp_path: Path, mistake: str | None, model: str = "gpt2") -> ts.dump_compare.DumpCompareReport:
     """Dump one forward and backward of an HF model (orig) and its port (target), statistics; compare them."""
     import mindspore as ms
@@ -169,16 +182,6 @@ def _dumps(tmp_path: Path, mistake: str | None, model: str = "gpt2") -> ts.dump_
     ids = rng.integers(0, 100, (2, 16)).astype(np.int64)
     projection = rng.standard_normal((2, 16, 64)).astype(np.float32)  # a loss whose gradients are not ~0
 
-    def dump(net: object, run: object, name: str) -> str:
-        debugger = ts.dump.Debugger(task="statistics", dump_path=str(tmp_path / name), level="L1")
-        debugger.start(net)
-        try:
-            run()  # type: ignore[operator]
-        finally:
-            debugger.stop()
-            debugger.close()
-        return str(tmp_path / name / "step0" / "rank0")
-
     def torch_step() -> None:
         (orig(torch.from_numpy(ids)).last_hidden_state * torch.from_numpy(projection)).sum().backward()
 
@@ -188,7 +191,7 @@ def _dumps(tmp_path: Path, mistake: str | None, model: str = "gpt2") -> ts.dump_
         )
         loss(ms.Tensor(ids))
 
-    orig_dump, port_dump = dump(orig, torch_step, "torch"), dump(port, ms_step, "ms")
+    orig_dump, port_dump = _dump(orig, torch_step, tmp_path / "torch"), _dump(port, ms_step, tmp_path / "ms")
     (tmp_path / "out").mkdir(parents=True)
     return ts.dump.compare_dumps(port_dump, orig_dump, str(tmp_path / "out"))
 
@@ -274,18 +277,11 @@ def _torch_dumps(tmp_path: Path, target: object, orig: object) -> ts.dump_compar
 
     ids = torch.from_numpy(np.random.default_rng(0).integers(0, 100, (2, 16)))
 
-    def dump(net: Any, name: str) -> str:
-        debugger = ts.dump.Debugger(task="statistics", dump_path=str(tmp_path / name), level="L1")
-        debugger.start(net)
-        try:
-            net(ids).last_hidden_state.square().sum().backward()
-        finally:
-            debugger.stop()
-            debugger.close()
-        return str(tmp_path / name / "step0" / "rank0")
+    def step(net: Any) -> Callable[[], None]:
+        return lambda: net(ids).last_hidden_state.square().sum().backward()
 
-    target_dump, orig_dump = dump(target, "target"), dump(orig, "orig")
-    return ts.dump.compare_dumps(target_dump, orig_dump)
+    target_dump = _dump(target, step(target), tmp_path / "target")
+    return ts.dump.compare_dumps(target_dump, _dump(orig, step(orig), tmp_path / "orig"))
 
 
 def test_the_dump_compare_compares_sdpa_with_the_calls_of_an_eager_attention_as_one(tmp_path: Path) -> None:
