@@ -223,3 +223,33 @@ def test_only_leading_axes_merged_count_as_the_same_values(a, b, alike) -> None:
     from tscore.dump_compare.rows import _leading_axes_merged
 
     assert _leading_axes_merged(a, b) is alike and _leading_axes_merged(b, a) is alike
+
+
+class GatherBackend:
+    """A framework whose one gather primitive serves as an embedding, as MindSpore's ``Gather`` does."""
+
+    @hookimpl
+    def ts_dump_api_names(self, framework):
+        if framework != "gatherfw":
+            return None
+        return {"Primitive.Gather": {"op": "embedding", "inputs": ["weight", "input", "axis"]}}
+
+
+def test_a_gather_is_an_embedding_only_when_it_looks_rows_up_in_a_2d_table(tmp_path) -> None:
+    name = ts.register_plugin(GatherBackend(), "gatherfw")
+    try:
+        rng = np.random.default_rng(0)
+        table, cube, ids = rng.standard_normal((10, 4)), rng.standard_normal((3, 10, 4)), np.arange(3.0)
+        dump = _write(
+            tmp_path / "g" / "rank0",
+            "gatherfw",
+            [
+                ("Primitive", "Gather", [table, ids, 0], [table[:3]]),  # rows of a table: an embedding
+                ("Primitive", "Gather", [cube, ids, 1], [cube[:, :3]]),  # along axis 1 of a 3-d tensor
+                ("Primitive", "Gather", [table, ids, 1], [table[:, :3]]),  # columns
+            ],
+        )
+        calls = neutral_calls(read_dump(dump).calls, api_table("gatherfw"))
+        assert [c.op for c in calls] == ["embedding", None, None]
+    finally:
+        ts.unregister_plugin(name)

@@ -34,6 +34,7 @@ FOLDED_BIAS = {
     "linear": "linear",
 }
 BIAS_ADD = "bias_add"
+EMBEDDING = "embedding"
 ADD = "add"
 
 # an API no table names is the operation its own name says, whatever its namespace: ``Tensor.split``,
@@ -160,6 +161,9 @@ def neutral_calls(calls: Sequence[Call], table: Mapping[str, NeutralApi]) -> lis
             call.op = f"{entry.op} (folded)" if folded_away else entry.op
             out.append(call)
             continue
+        if entry.op == EMBEDDING and not _looks_up_rows(call, entry):
+            out.append(call)  # MindSpore's Gather along another axis, or of another table: not named
+            continue
         call.op = entry.op
         single = len(entry.outputs) == 1
         # options (stride, eps) are passed differently in each framework (MindSpore sets most on the
@@ -201,6 +205,23 @@ def neutral_calls(calls: Sequence[Call], table: Mapping[str, NeutralApi]) -> lis
             continue
         out.append(call)
     return out
+
+
+def _looks_up_rows(call: Call, entry: NeutralApi) -> bool:
+    """Say whether a call named ``embedding`` looks rows up in a 2-d table (its ``axis``, if given, 0).
+
+    MindSpore's ``Gather`` is an embedding only so: the same primitive gathers along any axis of
+    any tensor, which no torch ``embedding`` does.
+    """
+    named = {}
+    for item in call.inputs:
+        head = item.path.partition(".")[0]
+        if head.isdigit() and int(head) < len(entry.inputs) and "." not in item.path:
+            named[entry.inputs[int(head)]] = item
+    weight, axis = named.get("weight"), named.get("axis")
+    if weight is None or not weight.is_tensor or weight.shape is None or len(weight.shape) != 2:
+        return False
+    return axis is None or axis.is_tensor or axis.value in (0, None)
 
 
 def _adds_a_bias(call: Call, before: Call | None) -> bool:
