@@ -27,14 +27,16 @@ def fill_limit(dtype: str | None) -> float:
     return FILL_SHARE * LARGEST.get(dtype or "", LARGEST["float32"])
 
 
-def both_filled(a: np.ndarray, b: np.ndarray, dtype: str | None) -> np.ndarray:
-    """Say, element by element, where two arrays both hold a fill of one sign (the same mask)."""
-    limit = fill_limit(dtype)
+def both_filled(a: np.ndarray, b: np.ndarray, dtype_a: str | None, dtype_b: str | None) -> np.ndarray:
+    """Say, element by element, where two arrays both hold a fill of one sign (the same mask).
+
+    Each side is measured against its own dtype's largest value (a float16 run against a float32 one).
+    """
     with np.errstate(invalid="ignore"):
         return (
             np.isfinite(a)
             & np.isfinite(b)
-            & (np.abs(a) >= limit)
-            & (np.abs(b) >= limit)
+            & (np.abs(a) >= fill_limit(dtype_a))
+            & (np.abs(b) >= fill_limit(dtype_b))
             & (np.sign(a) == np.sign(b))
         )

@@ -278,7 +278,7 @@ def test_a_dump_of_a_framework_running_torchs_api_pairs_by_name_with_no_false_wa
     tmp_path, caplog
 ) -> None:
     """mindtorch (msadapter) dumps under torch's names: no table is missing; one namespace moved pairs."""
-    good = values(5)
+    good = values(6)  # five APIs, one of them in another namespace
     target = _as_framework(write_dump(tmp_path / "m", chain(good)), "msadapter")
     orig = _as_framework(write_dump(tmp_path / "t", chain(good)), "torch", {"tanh": "Torch"})
     with caplog.at_level("INFO"):

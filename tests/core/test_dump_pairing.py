@@ -142,3 +142,46 @@ def test_one_call_against_the_calls_the_other_run_makes_for_it_is_compared_as_on
         (target[0].outputs[0].stats, orig[-1].outputs[0].stats),  # what its last call returns
     ]
     assert sum(1 for p in pairs if p.how == "unpaired") == 5  # the several stay rows of their own
+
+
+def test_an_api_map_still_pairs_its_names_whatever_their_namespace() -> None:
+    x = np.arange(6.0).reshape(2, 3)
+    target = [_call("Functional", "relu", "", 0, 0, x, x), _call("Functional", "dense", "", 0, 1, x, x)]
+    orig = [_call("Functional", "relu", "", 0, 0, x, x), _call("Functional", "linear", "", 0, 1, x, x)]
+    for call in (*target, *orig):
+        call.op = None  # one framework's names, mapped by the user
+    pairs = pair_calls(target, orig, {"Functional.dense": "Functional.linear"})
+    assert [(p.target.label, p.orig.label) for p in pairs if p.target and p.orig][-1] == (
+        "Functional_dense_0_forward",
+        "Functional_linear_0_forward",
+    )
+
+
+def test_every_call_stays_in_one_pair_when_the_other_runs_twins_have_no_module() -> None:
+    rng = np.random.default_rng(5)
+    small, large = rng.standard_normal((4, 8)), rng.standard_normal((4, 8)) * 5
+    target = [_call("Functional", "relu", "relu", k, k, v, v) for k, v in enumerate((small, large))]
+    orig = [_call("Functional", "relu", "relu", k, k, v, v) for k, v in enumerate((small, large, large))]
+    for call in orig[:2]:
+        call.module = None  # a dump that did not record where these were made
+    pairs = pair_calls(target, orig)
+    listed = [id(c) for p in pairs for c in (p.target, p.orig) if c is not None]
+    assert sorted(listed) == sorted(id(c) for c in (*target, *orig))  # each once, none lost
+
+
+def test_a_call_that_only_passes_its_input_on_is_no_side_of_a_composite() -> None:
+    """An extra eval-mode dropout against two other calls alone in its module stays alone."""
+    x = np.random.default_rng(6).standard_normal((2, 16, 64)).astype(np.float32)
+    target = [_call("Functional", "dropout", "dropout", 0, 0, x, x)]
+    orig = [_call("Tensor", "float", "cast", 0, 0, x, x), _call("Tensor", "exp", "exp", 0, 1, x, np.exp(x))]
+    pairs = pair_calls(target, orig)
+    assert all(p.how == "unpaired" for p in pairs) and len(pairs) == 3
+
+
+def test_a_fill_is_measured_against_each_sides_own_dtype() -> None:
+    """33,000 in float16 is near its largest (a fill); 40,000 in float32 is a number: not one mask."""
+    from tscore.fill_values import both_filled
+
+    half, single = np.array([33000.0, -65504.0]), np.array([40000.0, -3.4e38])
+    assert both_filled(half, single, "float16", "float32").tolist() == [False, True]
+    assert both_filled(single, half, "float32", "float16").tolist() == [False, True]

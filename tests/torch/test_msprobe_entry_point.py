@@ -115,3 +115,17 @@ def test_msprobe_methods_tscore_lacks_are_named() -> None:
         debugger.save(torch.ones(1), "x")
     with pytest.raises(DumpConfigError, match="token_range"):
         debugger.start(token_range=[0, 1])
+
+
+def test_a_debugger_cannot_be_pickled_into_a_second_one() -> None:
+    """A copy would replace the live debugger of the process (msprobe keeps one)."""
+    import pickle
+
+    debugger = PrecisionDebugger()
+    live = debugger.debugger
+    with pytest.raises(TypeError, match="one a process"):
+        pickle.dumps(debugger)
+    assert PrecisionDebugger().debugger is live
+    PrecisionDebugger.close()
+    with pytest.raises(DumpConfigError, match="closed or never made"):
+        getattr(debugger, "debugger")  # noqa: B009

@@ -127,7 +127,8 @@ def compare_sources(
 def _calls_of(block: list[CallPair], side: str) -> list[Call]:
     """Return one side's calls of a block of pairs, a composite's several calls among them."""
     calls = [call for pair in block if (call := getattr(pair, side)) is not None]
-    return calls + [c for pair in block if pair.parts_of == side for c in pair.parts]
+    seen = {id(call) for call in calls}
+    return calls + [c for pair in block if pair.parts_of == side for c in pair.parts if id(c) not in seen]
 
 
 def compare_streams(
@@ -463,7 +464,10 @@ def _named_alike(target: DumpSource, orig: DumpSource) -> bool:
     A framework that runs another's API (mindtorch runs torch's on MindSpore) dumps its calls
     under that framework's names: its calls pair with the other's by name, no table needed.
     """
-    apis = [{c.name.api for c in source.calls if c.name.prefix != "Module"} for source in (target, orig)]
+    apis = [
+        {c.label.rpartition("_")[0].rpartition("_")[0] for c in source.calls if c.name.prefix != "Module"}
+        for source in (target, orig)
+    ]
     smaller = min(len(apis[0]), len(apis[1]))
     return smaller > 0 and len(apis[0] & apis[1]) >= 0.8 * smaller
 

@@ -62,11 +62,10 @@ def _kind(call: Call, api_map: Mapping[str, str]) -> tuple[str, str, str]:
     if call.op is not None:  # two frameworks: what the call is, as its plugin names it
         return KINDS_ALIKE.get(call.op, call.op), call.name.direction, ""
     api = f"{call.name.prefix}.{call.name.api}"
-    mapped = api_map.get(api)
-    if mapped is not None:
-        return mapped, call.name.direction, ""
+    full = api_map.get(api, api)
     # whatever its namespace: ``Functional.addmm`` (mindtorch's) is ``Torch.addmm``, as spelled
-    return (api if call.name.api in AMBIGUOUS else call.name.api), call.name.direction, ""
+    bare = full.rpartition(".")[2]
+    return (full if bare in AMBIGUOUS else bare), call.name.direction, ""
 
 
 # APIs whose plain arguments say which operation they are (the axes a transpose swaps, an index):
@@ -78,14 +77,19 @@ STRUCTURAL_APIS = frozenset(
 )
 
 
-def _signature(call: Call, api_map: Mapping[str, str]) -> Hashable:
+# the longest middle stretch (calls a side) aligned by structural arguments as well
+STRUCTURAL_STRETCH = 1500
+
+
+def _signature(call: Call, api_map: Mapping[str, str], structural: bool = True) -> Hashable:
     """Say what a call is and what it was given: its kind, its tensors' shapes, structural arguments.
 
     The arguments of :data:`STRUCTURAL_APIS` tell an eager attention's ``k.transpose(-1, -2)`` from
     the ``transpose(1, 2)`` after ``scaled_dot_product_attention``; calls whose arguments differ
-    still pair by kind where nothing else pairs (:func:`_pair_kinds`).
+    still pair by kind where nothing else pairs (:func:`_pair_kinds`). ``structural=False`` leaves
+    them out (:func:`_align`, for long stretches).
     """
-    structural = call.name.api in STRUCTURAL_APIS
+    structural = structural and call.name.api in STRUCTURAL_APIS
     if call.shapes is not None and not call.inputs:  # values read on demand, and let go
         shapes = call.shapes
     else:
@@ -99,8 +103,8 @@ def _align(
     """Pair two sequences of calls by alignment over their signatures, then their kinds."""
     if [c.label for c in target] == [c.label for c in orig]:
         return [CallPair(a, b, "name") for a, b in zip(target, orig, strict=True)]
-    mine = [_signature(c, api_map) for c in target]
-    theirs = [_signature(c, api_map) for c in orig]
+    mine = [_signature(c, api_map, False) for c in target]
+    theirs = [_signature(c, api_map, False) for c in orig]
     # the common head and tail pair at once: the matcher (quadratic at worst) sees only the middle
     head = 0
     while head < min(len(mine), len(theirs)) and mine[head] == theirs[head]:
@@ -113,6 +117,16 @@ def _align(
         for a, b in zip(target[:head], orig[:head], strict=True)
     ]
     end_mine, end_theirs = len(target) - tail, len(orig) - tail
+    if max(end_mine, end_theirs) - head <= STRUCTURAL_STRETCH:
+        # a short middle aligns by structural arguments too; on a long one, arguments spelled
+        # otherwise in every layer (``view(-1, n)`` against ``view(b, n)``) would leave the matcher
+        # only one-call matches, and its time grows with the cube of the calls
+        mine = [*mine[:head], *(_signature(c, api_map) for c in target[head:end_mine]), *mine[end_mine:]]
+        theirs = [
+            *theirs[:head],
+            *(_signature(c, api_map) for c in orig[head:end_theirs]),
+            *theirs[end_theirs:],
+        ]
     matcher = difflib.SequenceMatcher(None, mine[head:end_mine], theirs[head:end_theirs], autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         i1, i2, j1, j2 = i1 + head, i2 + head, j1 + head, j2 + head
@@ -187,21 +201,22 @@ def _paired_by_values(pairs: list[CallPair], api_map: Mapping[str, str]) -> list
     """
     groups: dict[Hashable, tuple[list[int], list[int]]] = {}
     for index, pair in enumerate(pairs):
-        for call, side in ((pair.target, 0), (pair.orig, 1)):
-            if call is None or call.op is None or not call.module:
-                continue  # one framework's run (where a name is the call) or no module to stay inside
-            if pair.target is not None and pair.orig is not None:
-                if pair.target.op is None or pair.orig.op is None or not pair.target.module:
-                    break
-                key: Hashable = (
-                    pair.target.module,
-                    _signature(pair.target, api_map),
-                    _signature(pair.orig, api_map),
-                )
-            else:
-                signature = _signature(call, api_map)
-                key = (call.module, signature, signature)
-            groups.setdefault(key, ([], []))[side].append(index)
+        calls = [call for call in (pair.target, pair.orig) if call is not None]
+        if any(call.op is None for call in calls) or not calls[0].module:
+            continue  # one framework's run (where a name is the call) or no module to stay inside
+        if pair.target is not None and pair.orig is not None:  # a pair joins its group whole
+            key: Hashable = (
+                pair.target.module,
+                _signature(pair.target, api_map),
+                _signature(pair.orig, api_map),
+            )
+            members = groups.setdefault(key, ([], []))
+            members[0].append(index)
+            members[1].append(index)
+        else:
+            signature = _signature(calls[0], api_map)
+            key = (calls[0].module, signature, signature)
+            groups.setdefault(key, ([], []))[0 if pair.target is not None else 1].append(index)
     result: list[list[CallPair]] = [[pair] for pair in pairs]  # what stands at each place
     for mine, theirs in groups.values():
         chosen = _closest_pairing(pairs, mine, theirs)
@@ -262,6 +277,11 @@ def _closest_pairing(pairs: Sequence[CallPair], mine: list[int], theirs: list[in
     return None
 
 
+# calls that only move, copy or drop their input (in eval mode): never one side of a composite
+PASSING_ON = frozenset(
+    {"dropout", "contiguous", "cast", "to", "float", "type", "reshape", "view", "flatten", "transpose"}
+    | {"permute", "clone", "detach", "expand", "squeeze", "unsqueeze", "getitem", "identity"}
+)
 # a composite's calls, at most (HF's gelu_new makes 8, an eager attention against sdpa 6)
 LONGEST_COMPOSITE = 16
 
@@ -295,7 +315,7 @@ def _fold_gap(gap: list[CallPair]) -> list[CallPair]:
     for pair in gap:
         call = pair.target or pair.orig
         assert call is not None
-        if call.module:
+        if call.module and call.name.prefix != "Module":
             modules.setdefault(call.module, ([], []))[0 if pair.target is not None else 1].append(call)
     folded: list[CallPair] = []
     singles: set[int] = set()
@@ -304,6 +324,8 @@ def _fold_gap(gap: list[CallPair]) -> list[CallPair]:
         if counts[0] != 1 or not 2 <= counts[1] <= LONGEST_COMPOSITE:
             continue
         single, chain = (mine[0], theirs) if len(mine) == 1 else (theirs[0], mine)
+        if (single.op or single.name.api).strip("_").lower() in PASSING_ON:
+            continue  # a call that only moves or copies its input stands for no computation
         end = chain[-1]
         whole = Call(name=end.name, order=end.order, module=end.module, stack=end.stack, op=single.op)
         whole.label = f"{chain[0].label}..{end.label} ({len(chain)} calls)"
@@ -474,7 +496,7 @@ def pair_items(target: Call | None, orig: Call | None) -> list[tuple[Item | None
                 ):
                     pairs[index] = (alone, theirs.pop(alone.slot))
     pairs += [(None, item) for item in theirs.values()]
-    pairs += [(item, None) if item in mine_all else (None, item) for item in through]
+    pairs += [(item, None) if any(item is m for m in mine_all) else (None, item) for item in through]
     return pairs
 
 

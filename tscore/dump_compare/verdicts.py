@@ -258,7 +258,8 @@ def judge_in_order(
     assert call is not None
     side = "target" if pair.target is not None else "orig"  # numbers of the two runs are not one count
     verdict = judge_call(pair, rows, indexes, tolerance, saved_error=forward_errors.saved(side, call.name))
-    forward_errors.keep(side, call.name, verdict.input_error, verdict.output_error)
+    if pair.how != "composite":  # a composite is named after its last call, whose own row keeps its error
+        forward_errors.keep(side, call.name, verdict.input_error, verdict.output_error)
     if verdict.direction != "forward":
         return verdict
     if verdict.status == "ok":

@@ -31,6 +31,9 @@ _OTHER_TASKS = {
     "grad_probe": "no gradient probe: dump with data_mode=['backward'] and compare",
     "structure": "no structure-only task: task='statistics' records the calls and modules",
     "exception_dump": "no exception dump",
+    "acc_check": "no API accuracy check: dump both runs and compare them",
+    "diff_check": "no diff check: dump both runs and compare them",
+    "nan_check": "no NaN check: task='overflow_check' names the first call whose outputs hold inf or NaN",
 }
 _OTHER_LEVELS = {
     "L2": "kernel-level dumps run through ts_npu on an Ascend NPU (acl_config=)",
@@ -93,8 +96,14 @@ class PrecisionDebugger:
     @property
     def debugger(self) -> Debugger:
         """The tscore debugger doing the work."""
-        assert self._debugger is not None
-        return self._debugger
+        found = self.__dict__.get("_debugger")
+        if found is None:
+            raise DumpConfigError("this PrecisionDebugger was closed or never made: make a new one")
+        return found  # type: ignore[no-any-return]
+
+    def __reduce__(self) -> Any:
+        """Refuse: a debugger is one a process, and a copy would replace the live one."""
+        raise TypeError("a PrecisionDebugger is one a process and holds a running dump: it cannot be pickled")
 
     @classmethod
     def _get(cls) -> PrecisionDebugger:
@@ -136,7 +145,8 @@ class PrecisionDebugger:
         instance = cls._instance
         cls._instance = None
         if instance is not None and instance._debugger is not None:
-            instance._debugger.close()
+            running, instance._debugger = instance._debugger, None
+            running.close()
 
     def __getattr__(self, name: str) -> Any:
         """Name the msprobe methods tscore does not have, instead of a bare AttributeError."""

@@ -140,7 +140,9 @@ def _input_error(left: list[np.ndarray], right: list[np.ndarray], layouts: CallL
         if _numeric(a) and _numeric(b) and a.size:
             wide_a, wide_b = a.astype(np.float64), b.astype(np.float64)
             diff = np.abs(wide_a - wide_b)
-            diff[both_filled(wide_a, wide_b, neutral_dtype(str(a.dtype)))] = 0.0  # one mask, two spellings
+            diff[both_filled(wide_a, wide_b, neutral_dtype(str(a.dtype)), neutral_dtype(str(b.dtype)))] = (
+                0.0  # one mask, two spellings
+            )
             largest = max(largest, float(np.nanmax(np.where(np.isfinite(diff), diff, np.inf))))
     return largest
 

@@ -154,7 +154,11 @@ def _input_error(
         b = np.asarray(y, dtype=np.float64).reshape(-1)
         agree = agree and bool(np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
         # a mask's fills on both sides (-3.4028235e38 against -3.40282e38) are the same mask, not 3.45e32
-        finite = np.isfinite(a) & np.isfinite(b) & ~both_filled(a, b, neutral_dtype(str(x.dtype)))
+        finite = (
+            np.isfinite(a)
+            & np.isfinite(b)
+            & ~both_filled(a, b, neutral_dtype(str(x.dtype)), neutral_dtype(str(y.dtype)))
+        )
         if finite.any():
             largest = max(largest, float(np.max(np.abs(a[finite] - b[finite]))))
     return agree, largest
