@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import tscore as ts
+from tests.cross.dumping import dump_step
 from tests.cross.netdiff_nets import TorchCNN, ms_cnn, torch_net
 from tscore.dump_format.reading import read_lines
 
@@ -29,23 +30,12 @@ def twins(in_tmp: Path, planted: str | None) -> tuple[torch.nn.Module, ms.nn.Cel
     return pt_net, ms_net
 
 
-def dump(net: object, run: object, path: Path, level: str) -> Path:
-    debugger = ts.dump.Debugger(task="tensor", dump_path=str(path), level=level)
-    debugger.start(net)
-    try:
-        run()
-    finally:
-        debugger.stop()
-        debugger.close()
-    return path / "step0" / "rank0"
-
-
 def compare_twins(in_tmp: Path, planted: str, level: str) -> ts.dump_compare.DumpCompareReport:
     """Dump both twins at ``level`` on one input and compare the MindSpore run against the torch one."""
     pt_net, ms_net = twins(in_tmp, planted)
     x = np.random.default_rng(0).standard_normal((2, 3, 16, 16)).astype(np.float32)
-    pt_dump = dump(pt_net, lambda: pt_net(torch.from_numpy(x)), in_tmp / "pt", level)
-    ms_dump = dump(ms_net, lambda: ms_net(ms.Tensor(x)), in_tmp / "ms", level)
+    pt_dump = dump_step(pt_net, lambda: pt_net(torch.from_numpy(x)), in_tmp / "pt", level, "tensor")
+    ms_dump = dump_step(ms_net, lambda: ms_net(ms.Tensor(x)), in_tmp / "ms", level, "tensor")
     (in_tmp / "out").mkdir()
     return ts.dump.compare_dumps(str(ms_dump), str(pt_dump), str(in_tmp / "out"))
 
@@ -58,8 +48,8 @@ def pynative():
 def test_twins_dumped_at_cell_level_give_records_at_every_paired_layer(in_tmp, pynative) -> None:
     pt_net, ms_net = twins(in_tmp, None)
     x = np.random.default_rng(0).standard_normal((2, 3, 16, 16)).astype(np.float32)
-    pt_dump = dump(pt_net, lambda: pt_net(torch.from_numpy(x)), in_tmp / "pt", "L0")
-    ms_dump = dump(ms_net, lambda: ms_net(ms.Tensor(x)), in_tmp / "ms", "L0")
+    pt_dump = dump_step(pt_net, lambda: pt_net(torch.from_numpy(x)), in_tmp / "pt", "L0", "tensor")
+    ms_dump = dump_step(ms_net, lambda: ms_net(ms.Tensor(x)), in_tmp / "ms", "L0", "tensor")
 
     def paths(folder: Path) -> list[str]:
         return [r["module"] for r in read_lines(str(folder / "dump.jsonl")) if r["direction"] == "forward"]

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import tscore as ts
+from tests.cross.dumping import dump_step
 from tests.cross.transformer_ports import (
     GPT2_INPUT,
     GPT2_MISTAKES,
@@ -157,18 +158,6 @@ def test_a_planted_mistake_in_the_llama_port_is_named_at_its_module(mistake: str
         assert first.where == f"before {path}.o_proj, after {path}.v_proj", report.verdict()
 
 
-def _dump(net: object, run: Callable[[], object], folder: Path) -> str:
-    """Dump ``run()`` (one forward and backward of ``net``) at L1, statistics; return its step/rank folder."""
-    debugger = ts.dump.Debugger(task="statistics", dump_path=str(folder), level="L1")
-    debugger.start(net)
-    try:
-        run()
-    finally:
-        debugger.stop()
-        debugger.close()
-    return str(folder / "step0" / "rank0")
-
-
 def _dumps(tmp_path: Path, mistake: str | None, model: str = "gpt2") -> ts.dump_compare.DumpCompareReport:
     """Dump one forward and backward of an HF model (orig) and its port (target), statistics; compare them."""
     import mindspore as ms
@@ -191,7 +180,8 @@ def _dumps(tmp_path: Path, mistake: str | None, model: str = "gpt2") -> ts.dump_
         )
         loss(ms.Tensor(ids))
 
-    orig_dump, port_dump = _dump(orig, torch_step, tmp_path / "torch"), _dump(port, ms_step, tmp_path / "ms")
+    orig_dump = dump_step(orig, torch_step, tmp_path / "torch", "L1", "statistics")
+    port_dump = dump_step(port, ms_step, tmp_path / "ms", "L1", "statistics")
     (tmp_path / "out").mkdir(parents=True)
     return ts.dump.compare_dumps(port_dump, orig_dump, str(tmp_path / "out"))
 
@@ -280,8 +270,10 @@ def _torch_dumps(tmp_path: Path, target: object, orig: object) -> ts.dump_compar
     def step(net: Any) -> Callable[[], None]:
         return lambda: net(ids).last_hidden_state.square().sum().backward()
 
-    target_dump = _dump(target, step(target), tmp_path / "target")
-    return ts.dump.compare_dumps(target_dump, _dump(orig, step(orig), tmp_path / "orig"))
+    target_dump = dump_step(target, step(target), tmp_path / "target", "L1", "statistics")
+    return ts.dump.compare_dumps(
+        target_dump, dump_step(orig, step(orig), tmp_path / "orig", "L1", "statistics")
+    )
 
 
 def test_the_dump_compare_compares_sdpa_with_the_calls_of_an_eager_attention_as_one(tmp_path: Path) -> None:

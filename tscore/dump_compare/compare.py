@@ -465,7 +465,7 @@ def _named_alike(target: DumpSource, orig: DumpSource) -> bool:
     under that framework's names: its calls pair with the other's by name, no table needed.
     """
     apis = [
-        {c.label.rpartition("_")[0].rpartition("_")[0] for c in source.calls if c.name.prefix != "Module"}
+        {f"{c.name.prefix}.{c.name.api}" for c in source.calls if c.name.prefix != "Module"}
         for source in (target, orig)
     ]
     smaller = min(len(apis[0]), len(apis[1]))

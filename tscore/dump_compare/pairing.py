@@ -179,13 +179,14 @@ def _fingerprint(call: Call) -> Fingerprint | None:
     return found[0], found[1], found[2], found[3]
 
 
+def _apart(mean_a: float, norm_a: float, mean_b: float, norm_b: float) -> float:
+    """Say how far two tensors' means and norms lie apart, relative to the larger norm."""
+    return (abs(mean_a - mean_b) + abs(norm_a - norm_b)) / max(abs(norm_a), abs(norm_b), 1e-12)
+
+
 def _distance(a: Fingerprint, b: Fingerprint) -> float:
     """Say how far two calls' input and output statistics lie apart, each relative to its norm."""
-    total = 0.0
-    for mean, norm in ((0, 1), (2, 3)):
-        scale = max(abs(a[norm]), abs(b[norm]), 1e-12)
-        total += (abs(a[mean] - b[mean]) + abs(a[norm] - b[norm])) / scale
-    return total
+    return _apart(a[0], a[1], b[0], b[1]) + _apart(a[2], a[3], b[2], b[3])
 
 
 def _paired_by_values(pairs: list[CallPair], api_map: Mapping[str, str]) -> list[CallPair]:
@@ -361,12 +362,11 @@ def fill_composite(pair: CallPair) -> CallPair:
         if given is not None and i.is_tensor and i.shape is not None and _may_agree(given, i)
     ]
     if given is None or len(made) != 1 or len(last) != 1 or not _may_agree(made[0], last[0]) or not alike:
-        alone = (
+        return (
             CallPair(single, None, "unpaired")
             if single is pair.target
             else CallPair(None, single, "unpaired")
         )
-        return alone
     first = min(alike, key=lambda i: _item_distance(given, i))
     whole.inputs = [dataclasses.replace(first, path=given.path)]
     whole.outputs = [dataclasses.replace(last[0], path=made[0].path)]
@@ -374,11 +374,10 @@ def fill_composite(pair: CallPair) -> CallPair:
 
 
 def _item_distance(a: Item, b: Item) -> float:
-    """Say how far two tensors' means and norms lie apart, relative to their norms (inf: unknown)."""
+    """Say how far two tensors' means and norms lie apart (:func:`_apart`; inf: unknown)."""
     if a.stats is None or b.stats is None or None in (a.stats[2], a.stats[3], b.stats[2], b.stats[3]):
         return math.inf
-    mean_a, norm_a, mean_b, norm_b = (float(x) for x in (a.stats[2], a.stats[3], b.stats[2], b.stats[3]))  # type: ignore[arg-type]
-    return (abs(mean_a - mean_b) + abs(norm_a - norm_b)) / max(abs(norm_a), abs(norm_b), 1e-12)
+    return _apart(*(float(x) for x in (a.stats[2], a.stats[3], b.stats[2], b.stats[3])))  # type: ignore[arg-type]
 
 
 def _call_id(call: Call) -> tuple[str, str, int]:
