@@ -53,6 +53,17 @@ def _pytest(session: nox.Session, *paths: str) -> None:
     session.run("pytest", *(session.posargs or paths))
 
 
+def _compiled_capture(session: nox.Session) -> None:
+    """Make the sessions that dump torch use ts_torch's compiled capture, built once for all of them.
+
+    ``TSCORE_TORCH_CAPTURE=compiled`` makes a failed build an error, not a quiet fallback to the
+    Python capture (whose own tests force it where they need it); the build lands in one folder
+    under ``.nox`` that every session shares (its key holds torch's version and the source's hash).
+    """
+    session.env["TSCORE_TORCH_CAPTURE"] = "compiled"
+    session.env["TSCORE_CACHE_DIR"] = str(Path(".nox", "tscore-cache").resolve())
+
+
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """Ruff over the whole tree, mypy over the core."""
@@ -98,6 +109,7 @@ def torch(session: nox.Session) -> None:
     # torch bring Triton themselves, the CPU build does not
     session.install(*CONSTRAINTS, CORE, TORCH_PLUGIN, "triton")
     session.env["TRITON_INTERPRET"] = "1"  # read when Triton is imported, which torch._dynamo may do first
+    _compiled_capture(session)
     _pytest(session, "tests/core", "tests/torch", "tests/triton")
 
 
@@ -112,6 +124,7 @@ def mindspore(session: nox.Session) -> None:
 def both(session: nox.Session) -> None:
     """Both frameworks in one environment: the torch, MindSpore and cross-framework tests (HF models too)."""
     session.install(*CONSTRAINTS, CORE, TORCH_PLUGIN, MS_PLUGIN, MS_NUMPY, TRANSFORMERS)
+    _compiled_capture(session)
     _pytest(session, "tests/core", "tests/torch", "tests/mindspore", "tests/cross")
 
 
@@ -119,6 +132,7 @@ def both(session: nox.Session) -> None:
 def zoo(session: nox.Session) -> None:
     """The difference finder on a real model zoo's port (mindcv 0.3.0), no weight map passed."""
     session.install(*CONSTRAINTS, CORE, TORCH_PLUGIN, MS_PLUGIN, MS_NUMPY, "mindcv==0.3.0")
+    _compiled_capture(session)
     _pytest(session, "tests/zoo")
 
 
@@ -167,6 +181,7 @@ def msadapter(session: nox.Session) -> None:
 def paddle(session: nox.Session) -> None:
     """The PaddlePaddle backend beside torch: its conformance kit, torch/Paddle pairs, .pdparams files."""
     session.install(*CONSTRAINTS, CORE, TORCH_PLUGIN, PADDLE_PLUGIN)
+    _compiled_capture(session)
     _pytest(session, "tests/paddle")
 
 
@@ -175,6 +190,7 @@ def npu(session: nox.Session) -> None:
     """The Ascend NPU plugin beside torch, against a FAKE torch_npu (tests/npu): no NPU exists here."""
     session.install(*CONSTRAINTS, CORE, TORCH_PLUGIN, NPU_PLUGIN)
     session.env["PYTHONPATH"] = str(Path("tests/npu/fake_torch_npu").resolve())
+    _compiled_capture(session)
     _pytest(session, "tests/npu")
 
 
@@ -192,6 +208,7 @@ def browser(session: nox.Session) -> None:
     """Every kind of HTML report opened in headless Chromium: markers, filters, clicks, no network."""
     _chromium(session)
     session.install(*CONSTRAINTS, CORE, TORCH_PLUGIN, "playwright>=1.40")
+    _compiled_capture(session)
     _pytest(session, "tests/browser")
 
 

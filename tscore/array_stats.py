@@ -80,6 +80,19 @@ def memory_stats_dtypes() -> tuple[np.dtype, ...]:
     return tuple(native_kernel.DTYPE_CODES)
 
 
+def memory_stats_address() -> int | None:
+    """Return the address of the C function behind :func:`memory_stats` for compiled code; None if unbuilt.
+
+    ``int tscore_array_stats(const void *data, int code, int64_t count, double acc[5])``: ``code``
+    is the dtype's index in :func:`memory_stats_dtypes`, ``acc`` receives the largest and smallest
+    values (NaN left out), the sum and the sum of squares in float64, and the NaN count; it
+    returns non-zero for a code it does not read. A backend's compiled capture calls it so that
+    its statistics are those of :func:`memory_stats`, bit for bit.
+    """
+    kernel = compiled_kernel()
+    return None if kernel is None else kernel.array_stats_address()
+
+
 def memory_stats(address: int, dtype: np.dtype, count: int) -> Stats | None:
     """Return ``(max, min, mean, norm)`` of ``count`` contiguous elements of ``dtype`` at ``address``.
 

@@ -168,6 +168,14 @@ def c_memory_stats(address: int, dtype: np.dtype, count: int) -> tuple[float, fl
     return high, low, total, squares, int(nans)
 
 
+def array_stats_address() -> int:
+    """Return the address of ``tscore_array_stats`` in the loaded library (see :func:`c_memory_stats`).
+
+    :raises OSError: when no library serves (:func:`load_error` says why).
+    """
+    return int(ctypes.cast(_kernels().array_stats, ctypes.c_void_p).value or 0)  # type: ignore[arg-type]
+
+
 def c_array_stats(values: np.ndarray) -> tuple[float, float, float, float, int]:
     """Summarise an array (a dtype :func:`supports` takes) in one compiled pass: :func:`c_memory_stats`."""
     flat = readable(values.reshape(-1))

@@ -12,7 +12,8 @@ report machinery.
 * The records hooks take and return (:mod:`tscore.contract`): :class:`TensorMeta`,
   :class:`FrameworkInfo`, :class:`ModelInfo`, :class:`LayerInfo`,
   :class:`ModuleRecorder`, :class:`ApiRecorder` (what ``ts_install_api_hooks``
-  reports to), :class:`HookHandles`, :class:`CheckpointContents`, :class:`Runtime`,
+  reports to; :class:`TensorSummary` and :data:`STACK_HERE` for a compiled capture),
+  :class:`HookHandles`, :class:`CheckpointContents`, :class:`Runtime`,
   :class:`PendingArray`, :class:`RunSetting`, :class:`KernelCall`, :class:`KernelTensor`,
   :class:`GraphNode` and :class:`GraphInput`; and :class:`ValueTransform`.
 * Errors: :class:`TscoreError`, :class:`UnsupportedObjectError`,
@@ -40,14 +41,14 @@ conformance kit a backend runs is :mod:`tscore.testing.conformance`.
 
 from __future__ import annotations
 
-from tscore.array_stats import array_stats, memory_stats, memory_stats_dtypes
+from tscore.array_stats import array_stats, memory_stats, memory_stats_address, memory_stats_dtypes
 from tscore.backend import Backend
 from tscore.contract.checkpoints import CheckpointContents, CheckpointReadError
 from tscore.contract.graph import GraphInput, GraphNode
 from tscore.contract.kernels import KernelCall, KernelTensor
 from tscore.contract.kinds import NEUTRAL_KINDS, NeutralKind, kind_family
 from tscore.contract.layers import HookHandles, LayerInfo, ModuleRecorder
-from tscore.contract.recorders import ApiRecorder
+from tscore.contract.recorders import STACK_HERE, ApiRecorder, TensorSummary
 from tscore.contract.runtime import Runtime
 from tscore.contract.settings import RunSetting
 from tscore.contract.tensors import FrameworkInfo, ModelInfo, TensorMeta
@@ -77,6 +78,8 @@ __all__ = [
     "PROJECT_NAME",
     "TORCH_STYLE_KINDS",
     "ApiRecorder",
+    "STACK_HERE",
+    "TensorSummary",
     "Backend",
     "CheckpointContents",
     "CheckpointReadError",
@@ -101,6 +104,7 @@ __all__ = [
     "UnsupportedObjectError",
     "array_stats",
     "memory_stats",
+    "memory_stats_address",
     "memory_stats_dtypes",
     "ValueTransform",
     "hook_layers",

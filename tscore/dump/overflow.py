@@ -46,6 +46,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from tscore.contract.recorders import STACK_HERE
 from tscore.dump.recorder import INTEGER_DTYPES, CallToken, DumpRecorder
 from tscore.dump_format.names import CallName, tensor_name
 from tscore.dump_format.stacks import where_in_user_code
@@ -275,14 +276,25 @@ class OverflowRecorder(DumpRecorder):
 
     # ------------------------------------------------------------ the recorder's events
 
+    @property
+    def takes_summaries(self) -> bool:
+        """False: the check reads the tensors themselves, at the call."""
+        return False
+
     def begin(
-        self, prefix: str, api: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+        self,
+        prefix: str,
+        api: str,
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        *,
+        stack: Any = STACK_HERE,
     ) -> CallToken | None:
         """Count every call; follow only those that can overflow (no token, no backward hook for the rest)."""
         if api in CANNOT_OVERFLOW or api in UNINITIALIZED:
             self.count(prefix, api)
             return None
-        return super().begin(prefix, api, args, kwargs)
+        return super().begin(prefix, api, args, kwargs, stack=stack)
 
     def _keep_inputs(self, token: CallToken, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
         """Hold the arguments (no work, no copy): they are looked at only if the outputs overflow."""

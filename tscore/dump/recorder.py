@@ -30,13 +30,14 @@ import math
 import sys
 import weakref
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from tscore.array_stats import compiled_kernel
+from tscore.contract.recorders import STACK_HERE, TensorSummary
 from tscore.contract.transfers import StagedEntry, StagedStats
 from tscore.dump.call_filter import CallFilter, inside
 from tscore.dump.config import DumpConfig
@@ -178,6 +179,8 @@ class DumpRecorder:
         self.stack_cache: dict[tuple[tuple[int, int], ...], Any] = {}
         # frames of tscore and of its loaded plugins are left out of the stacks users read
         self._internal = plugin_packages() | {__name__.partition(".")[0]}
+        # what compiled captures call to report the calls they hold (ApiRecorder.add_pending)
+        self._pending: list[Callable[[], None]] = []
         compiled_kernel()  # the statistics' kernel loaded now, not inside the step's first statistics
 
     # ------------------------------------------------------------ switches
@@ -207,6 +210,15 @@ class DumpRecorder:
         return not self.stats_only or self.md5
 
     @property
+    def takes_summaries(self) -> bool:
+        """Whether a compiled capture may report this dump's calls late, with tensors as summaries.
+
+        True when the records need the statistics alone (no tensor files, no md5, no kernel-level
+        dump entered around each call); the overflow check reads the tensors itself and says False.
+        """
+        return self.stats_only and not self.md5 and not self.config.acl_config
+
+    @property
     def backward_wanted(self) -> bool:
         """Whether any backward record may be written (backends skip their backward hooks otherwise)."""
         return self._direction_wanted("backward")
@@ -224,9 +236,21 @@ class DumpRecorder:
     # ------------------------------------------------------------ API calls
 
     def begin(
-        self, prefix: str, api: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+        self,
+        prefix: str,
+        api: str,
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        *,
+        stack: Any = STACK_HERE,
     ) -> CallToken | None:
-        """Count a call before it runs; keep what its record needs of the inputs (None: not dumped)."""
+        """Count a call before it runs; keep what its record needs of the inputs (None: not dumped).
+
+        :param stack: the calling stack's id when a compiled capture took it at the call
+            (:meth:`stack_here`); by default the recorder reads the stack itself.
+        """
+        if self._pending and isinstance(stack, str):  # reported as it goes: the held calls came first
+            self.report_pending()
         index = self.count(prefix, api)
         if not self.active:
             return None
@@ -237,9 +261,9 @@ class DumpRecorder:
         ):
             return None
         module, key = self._provenance(f"{prefix}.{api}")
-        token = CallToken(
-            name, key, module, self._stack() if self.stack_at_begin else None, [], record=wanted
-        )
+        if isinstance(stack, str):
+            stack = self._stack() if self.stack_at_begin else None
+        token = CallToken(name, key, module, stack, [], record=wanted)
         if wanted and not self.stack_only and self._keeps["forward", "input"]:
             self._keep_inputs(token, args, kwargs)
         if wanted and self.config.acl_config:  # last: the recorder's own work stays out of that dump
@@ -332,10 +356,36 @@ class DumpRecorder:
                 outputs = self._values(name.ptdbg, "output", grad_inputs)
         self._emit(token, name, inputs, outputs)
 
+    def stack_here(self) -> int | None:
+        """Return the id of the stack that called the caller: a compiled capture asks once per new stack.
+
+        None when the config records no stacks. The caller is the capture the framework called
+        from the user's code, with no Python frame between.
+        """
+        if not self.config.stack:
+            return None
+        return self._stack_id(self._stack_snapshot(2))
+
+    def add_pending(self, report: Callable[[], None]) -> None:
+        """Call ``report()`` (a compiled capture's) before a module is entered or left, and at the end."""
+        self._pending.append(report)
+
+    def remove_pending(self, report: Callable[[], None]) -> None:
+        """Stop calling ``report`` (see :meth:`add_pending`)."""
+        if report in self._pending:
+            self._pending.remove(report)
+
+    def report_pending(self) -> None:
+        """Have every compiled capture report the calls it holds, in their order."""
+        for report in self._pending:
+            report()
+
     # ------------------------------------------------------------ module calls (ModuleRecorder)
 
     def enter(self, path: str, layer: object, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
         """Open a module call: the provenance of the calls inside it; at L0/mix a record of its own."""
+        if self._pending:  # the calls made before it belong to the module around it
+            self.report_pending()
         if path == "":  # the model's own call: its settings (autocast) are read again inside it
             self._noted.clear()
         call = self._module_calls.get(path, 0)
@@ -364,6 +414,8 @@ class DumpRecorder:
 
     def leave(self, path: str, layer: object, output: object) -> None:
         """Close the innermost call of module ``path``."""
+        if self._pending:
+            self.report_pending()
         while self._modules and self._modules[-1].path != path:
             self._modules.pop()
         if not self._modules:
@@ -375,6 +427,8 @@ class DumpRecorder:
 
     def parameter_gradients(self, path: str, type_name: str, grads: Mapping[str, Any]) -> None:
         """Record one module's parameter gradients: ``Module.{path}.{Class}.parameters_grad.0``."""
+        if self._pending:
+            self.report_pending()
         if not self.active or self.config.level == "L1":
             return
         label = f"{path}.{type_name}" if path else type_name
@@ -483,7 +537,7 @@ class DumpRecorder:
 
     def _outputs(self, call: str, output: Any) -> list[dict[str, Any]]:
         entries: list[dict[str, Any]] = []
-        if isinstance(output, (tuple, list)):
+        if isinstance(output, (tuple, list)) and type(output) is not TensorSummary:
             for index, value in enumerate(output):
                 self._describe(call, "output", (str(index),), value, entries)
         else:
@@ -500,6 +554,11 @@ class DumpRecorder:
         self, call: str, side: str, path: tuple[str, ...], value: Any, out: list[dict[str, Any]]
     ) -> None:
         name = tensor_name(call, side, path)
+        if type(value) is TensorSummary:  # a compiled capture's: everything was read at the call
+            summary = self._summary(name, value)
+            if summary is not None:
+                out.append(summary)
+            return
         if isinstance(value, _PLAIN):
             out.append({"name": name, "type": type(value).__name__, "value": value})
             return
@@ -571,6 +630,30 @@ class DumpRecorder:
             return {"name": name, "type": "tensor", "error": f"{type(exc).__name__}: {exc}"}
         finally:
             self.busy -= 1
+
+    def _summary(self, name: str, summary: TensorSummary) -> dict[str, Any] | None:
+        """Return the entry of a tensor a compiled capture read at the call (as :meth:`_tensor` makes it)."""
+        dtype, error = summary[1], summary[6]
+        if dtype is None:
+            error = error or ValueError("the capture read no dtype of this tensor")
+        elif self.config.filter_int and dtype in INTEGER_DTYPES:
+            return None
+        if error is not None:
+            return {"name": name, "type": "tensor", "error": f"{type(error).__name__}: {error}"}
+        device = summary[3]
+        if device not in self._noted:
+            ops = self._ops.of(summary)
+            assert ops is not None
+            self._note_settings(ops, str(device))
+        return {
+            "name": name,
+            "type": "tensor",
+            "dtype": dtype,
+            "shape": summary[2],
+            "device": device,
+            "requires_grad": summary[4],
+            "stats": summary[5],
+        }
 
     def _note_settings(self, ops: TensorOps, device: str) -> None:
         """Record the settings that change numbers on a device, the first time a tensor there is seen.

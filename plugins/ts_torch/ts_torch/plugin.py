@@ -254,7 +254,16 @@ class TorchBackend(Backend):
             torch.backends.cudnn.benchmark = False
 
     def install_api_hooks(self, recorder: Any) -> HookHandles:
-        """Report every torch API call through a ``TorchFunctionMode``; backward through ``grad_fn`` hooks."""
+        """Report every torch API call through a ``TorchFunctionMode``; backward through ``grad_fn`` hooks.
+
+        The compiled capture (:mod:`ts_torch.compiled_capture`) where the dump takes summaries
+        and the extension builds; the Python one (:mod:`ts_torch.api_capture`) otherwise.
+        """
+        from ts_torch.compiled_capture import compiled_capture_for
+
+        compiled = compiled_capture_for(recorder, self)
+        if compiled is not None:
+            return compiled.install()
         from ts_torch.api_capture import ApiCapture
 
         return ApiCapture(recorder).install()

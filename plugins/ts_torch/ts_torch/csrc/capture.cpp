@@ -1,0 +1,568 @@
+// The compiled capture of a torch dump (ts_torch/compiled_capture.py loads it).
+//
+// A TorchFunctionMode whose __torch_function__ is this file's Capture.call: no Python frame runs
+// per API call. For a call that is dumped it reads, before the call, every tensor of the
+// arguments (dtype, shape, device, requires_grad and the four statistics, in one pass of tscore's
+// C kernel over host memory), runs the call, reads the output the same way, takes the calling
+// stack's id (walked as code objects and instruction offsets, worked out in Python only for a
+// new one), and hooks the output's grad_fn with a C++ post hook that reads the gradients.
+// Each call becomes one tuple appended to `pending`, tensors replaced by TensorSummary tuples;
+// Python hands the tuples to the recorder at each module call and at stop(): Python runs per
+// module call and per batch, never per API call.
+//
+// A tensor the kernel cannot read as it lies (another device, a subclass, a dtype the kernel
+// does not know, a storage that does not hold its elements) is summarised by the backend's own
+// Python statistics, as the Python capture does. An exception inside the capture's own work is
+// handed to `on_error` once; the capture then only passes calls on.
+
+#include <ATen/ATen.h>
+#include <Python.h>
+#include <frameobject.h>
+#include <torch/csrc/Dtype.h>
+#include <torch/csrc/DynamicTypes.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/grad_mode.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <type_traits>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace {
+
+// tscore_array_stats (tscore/compare/pair_kernel.c): largest, smallest, sum, sum of squares, NaN count
+using StatsKernel = int (*)(const void*, int, int64_t, double*);
+
+// A grad_fn: std::shared_ptr<Node> before torch 2.10, c10::intrusive_ptr<Node> since; held weakly either way
+using NodePtr = std::decay_t<decltype(std::declval<const at::Tensor&>().grad_fn())>;
+template <class P>
+struct Weak;
+template <class T>
+struct Weak<std::shared_ptr<T>> {
+  using type = std::weak_ptr<T>;
+  static std::shared_ptr<T> lock(const type& weak) { return weak.lock(); }
+};
+template <class T>
+struct Weak<c10::intrusive_ptr<T>> {
+  using type = c10::weak_intrusive_ptr<T>;
+  static c10::intrusive_ptr<T> lock(const type& weak) { return weak.lock(); }
+};
+using WeakNode = Weak<NodePtr>::type;
+
+constexpr Py_ssize_t kFlushAt = 2048;  // calls held before Python is asked to take them mid-module
+constexpr size_t kPruneAt = 4096;      // statistics held before those of dead tensors are dropped
+
+struct State {
+  py::object names;           // dict: function -> (prefix, api), or None when it is no API
+  py::object name_of;         // function -> (prefix, api) | None, for a function not met yet
+  py::object recorder;        // its `busy` is read per call: its own framework calls are not reported
+  py::object summary_type;    // tscore's TensorSummary
+  py::object python_stats;    // tensor -> statistics, the backend's own, for what the kernel cannot read
+  py::object neutral_dtype;   // torch.dtype -> tscore's name of it
+  py::object stack_here;      // () -> stack id, for a stack not met yet; None: no stacks
+  py::object on_full;         // () -> None: take the pending calls now
+  py::object on_error;        // (message) -> None
+  py::object plain_types;     // (torch.Tensor, nn.Parameter): the kernel reads only these
+  py::object raised;          // the marker of a call that raised
+  py::list pending;
+  StatsKernel kernel = nullptr;
+  bool backward = false;
+  bool installed = false;
+  bool failed = false;
+  int busy = 0;
+  int64_t next_call = 0;
+  std::unordered_map<std::string, py::object> stacks;  // stack id by the frames' codes and offsets
+  std::vector<py::object> held_codes;                  // the codes of those keys: no id is reused
+  // statistics already read this step, by the tensor's memory, version counter, dtype and layout;
+  // each held with a weak pointer to the tensor it was read of: it counts while that tensor lives
+  std::unordered_map<std::string, std::pair<c10::weak_intrusive_ptr<c10::TensorImpl>, py::object>> seen;
+  std::unordered_map<const void*, std::vector<std::string>> seen_by_memory;
+  size_t prune_at = kPruneAt;
+  std::unordered_map<int, int> codes;  // the kernel's dtype codes, by ScalarType
+  std::unordered_map<int, py::object> dtype_names;
+  std::unordered_map<std::string, py::object> device_names;
+  std::vector<std::pair<WeakNode, uintptr_t>> hooks;
+};
+
+int kernel_code(const State& s, at::ScalarType type) {
+  auto found = s.codes.find(static_cast<int>(type));
+  return found == s.codes.end() ? -1 : found->second;
+}
+
+py::object dtype_name(State& s, at::ScalarType type) {
+  auto found = s.dtype_names.find(static_cast<int>(type));
+  if (found != s.dtype_names.end()) return found->second;
+  py::object made = s.neutral_dtype(py::handle(reinterpret_cast<PyObject*>(torch::getTHPDtype(type))));
+  s.dtype_names.emplace(static_cast<int>(type), made);
+  return made;
+}
+
+py::object device_name(State& s, const at::Tensor& t) {
+  std::string text = t.device().str();
+  auto found = s.device_names.find(text);
+  if (found != s.device_names.end()) return found->second;
+  py::object made = py::str(text);
+  s.device_names.emplace(text, made);
+  return made;
+}
+
+// The four statistics of a plain CPU tensor by the kernel; None (py::object()) where it cannot read it.
+py::object kernel_stats(State& s, PyObject* obj, const at::Tensor& t, bool& read) {
+  read = false;
+  if (s.kernel == nullptr || !t.is_cpu() || t.layout() != at::kStrided || t.is_neg() || t.is_conj()) {
+    return py::none();
+  }
+  if (!PySequence_Contains(s.plain_types.ptr(), reinterpret_cast<PyObject*>(Py_TYPE(obj)))) {
+    return py::none();
+  }
+  int code = kernel_code(s, t.scalar_type());
+  if (code < 0) return py::none();
+  at::Tensor c = t.is_contiguous() ? t : t.contiguous();
+  const void* data = c.const_data_ptr();
+  int64_t count = c.numel();
+  size_t size = c.element_size();
+  if (data == nullptr || reinterpret_cast<uintptr_t>(data) % size != 0) return py::none();
+  if (c.storage_offset() != 0 &&
+      c.storage().nbytes() < static_cast<size_t>(c.storage_offset() + count) * size) {
+    return py::none();  // a view past the end of a storage FSDP freed
+  }
+  double acc[5];
+  int failed;
+  // the GIL is kept: letting go of it for a few microseconds hands it to the dump's writer thread,
+  // which may then hold it for the interpreter's whole switch interval (5 ms)
+  failed = s.kernel(data, code, count, acc);
+  if (failed) return py::none();
+  read = true;
+  if (acc[4] != 0.0) {  // one NaN makes every statistic NaN, as numpy's and torch's reductions
+    double nan = std::nan("");
+    return py::make_tuple(nan, nan, nan, nan);
+  }
+  return py::make_tuple(acc[0], acc[1], acc[2] / static_cast<double>(count), std::sqrt(acc[3]));
+}
+
+// The key of a tensor's contents: memory, version counter (it moves on every in-place change), dtype,
+// shape and strides, as the Python capture's ts_tensor_key; empty when there is none (inference tensors).
+std::string contents_key(const at::Tensor& t, const void*& memory) {
+  std::string key;
+  if (t.is_inference() || t.layout() != at::kStrided) return key;
+  memory = t.data_ptr();
+  int64_t version = static_cast<int64_t>(t._version());
+  int dtype = static_cast<int>(t.scalar_type());
+  key.append(reinterpret_cast<const char*>(&memory), sizeof(memory));
+  key.append(reinterpret_cast<const char*>(&version), sizeof(version));
+  key.append(reinterpret_cast<const char*>(&dtype), sizeof(dtype));
+  for (int64_t size : t.sizes()) key.append(reinterpret_cast<const char*>(&size), sizeof(size));
+  int64_t mark = -1;
+  key.append(reinterpret_cast<const char*>(&mark), sizeof(mark));
+  for (int64_t stride : t.strides()) key.append(reinterpret_cast<const char*>(&stride), sizeof(stride));
+  return key;
+}
+
+void prune_seen(State& s) {
+  for (auto it = s.seen.begin(); it != s.seen.end();) {
+    it = it->second.first.expired() ? s.seen.erase(it) : std::next(it);
+  }
+  for (auto it = s.seen_by_memory.begin(); it != s.seen_by_memory.end();) {
+    auto& keys = it->second;
+    keys.erase(std::remove_if(keys.begin(), keys.end(), [&](const std::string& k) { return !s.seen.count(k); }),
+               keys.end());
+    it = keys.empty() ? s.seen_by_memory.erase(it) : std::next(it);
+  }
+  s.prune_at = std::max(kPruneAt, 2 * s.seen.size());
+}
+
+// The statistics read earlier in the step of the same unchanged tensor, or None. `written`: the
+// tensor is a call's output, which may just have changed memory that entries know under other keys
+// (x.data.add_, whose version counter is not x's): those entries end.
+py::object seen_stats(State& s, const at::Tensor& t, bool written, std::string& key, const void*& memory) {
+  key = contents_key(t, memory);
+  if (key.empty()) return py::object();
+  if (written) {
+    auto others = s.seen_by_memory.find(memory);
+    if (others != s.seen_by_memory.end()) {
+      for (const std::string& other : others->second) {
+        if (other != key) s.seen.erase(other);
+      }
+      others->second.erase(std::remove_if(others->second.begin(), others->second.end(),
+                                          [&](const std::string& k) { return k != key; }),
+                           others->second.end());
+    }
+  }
+  auto found = s.seen.find(key);
+  if (found == s.seen.end()) return py::object();
+  if (found->second.first.expired()) {
+    s.seen.erase(found);
+    return py::object();
+  }
+  return found->second.second;
+}
+
+void remember_stats(State& s, const at::Tensor& t, const std::string& key, const void* memory, py::object stats) {
+  if (key.empty()) return;
+  s.seen.insert_or_assign(key, std::make_pair(c10::weak_intrusive_ptr<c10::TensorImpl>(t.getIntrusivePtr()), std::move(stats)));
+  auto& keys = s.seen_by_memory[memory];
+  if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+  if (s.seen.size() > s.prune_at) prune_seen(s);
+}
+
+// (framework, dtype, shape, device, requires_grad, statistics, error) of one tensor, as TensorSummary
+py::object summarise_tensor(State& s, PyObject* obj, bool written) {
+  const at::Tensor& t = THPVariable_Unpack(obj);
+  py::object dtype = py::none(), shape = py::none(), device = py::none(), stats = py::none();
+  py::object error = py::none();
+  py::object grad = py::bool_(false);
+  try {
+    dtype = dtype_name(s, t.scalar_type());
+    device = device_name(s, t);
+    grad = py::bool_(t.requires_grad());
+    auto sizes = t.sizes();
+    py::tuple dims(sizes.size());
+    for (size_t i = 0; i < sizes.size(); ++i) dims[i] = py::int_(sizes[i]);
+    shape = dims;
+    bool read = false;
+    std::string key;
+    const void* memory = nullptr;
+    if (!t.is_meta() && t.numel() == 0) {
+      stats = py::none();
+      read = true;
+    } else {
+      try {
+        py::object known = seen_stats(s, t, written, key, memory);
+        if (known) return s.summary_type(py::make_tuple("torch", dtype, shape, device, grad, known, error));
+        stats = kernel_stats(s, obj, t, read);
+      } catch (const c10::Error&) {
+        read = false;  // inside vmap, or no storage at all: the backend's statistics say what they can
+        key.clear();
+      }
+    }
+    if (!read) stats = s.python_stats(py::handle(obj));
+    remember_stats(s, t, key, memory, stats);
+  } catch (py::error_already_set& exc) {  // a meta or sparse tensor: the record says so
+    error = exc.value();
+  } catch (const c10::Error& exc) {
+    error = py::reinterpret_steal<py::object>(PyObject_CallFunction(PyExc_RuntimeError, "s", exc.what_without_backtrace()));
+  }
+  py::tuple fields = py::make_tuple("torch", dtype, shape, device, grad, stats, error);
+  return s.summary_type(fields);
+}
+
+// The value with every tensor in it replaced by its summary; the value itself when it holds none.
+py::object summarise(State& s, PyObject* value, bool written) {
+  if (THPVariable_Check(value)) return summarise_tensor(s, value, written);
+  bool is_list = PyList_Check(value);
+  if (PyTuple_Check(value) || is_list) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(value);
+    PyObject** items = PySequence_Fast_ITEMS(value);
+    std::vector<py::object> made;
+    bool changed = false;
+    made.reserve(n);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      py::object item = summarise(s, items[i], written);
+      changed = changed || item.ptr() != items[i];
+      made.push_back(std::move(item));
+    }
+    if (!changed) return py::reinterpret_borrow<py::object>(value);
+    if (is_list) {
+      py::list out(n);
+      for (Py_ssize_t i = 0; i < n; ++i) out[i] = made[i];
+      return out;
+    }
+    py::tuple out(n);
+    for (Py_ssize_t i = 0; i < n; ++i) out[i] = made[i];
+    return out;
+  }
+  if (PyDict_Check(value)) {
+    PyObject *key, *item;
+    Py_ssize_t pos = 0;
+    py::dict out;
+    bool changed = false;
+    while (PyDict_Next(value, &pos, &key, &item)) {
+      py::object made = summarise(s, item, written);
+      changed = changed || made.ptr() != item;
+      out[py::handle(key)] = made;
+    }
+    if (!changed) return py::reinterpret_borrow<py::object>(value);
+    return out;
+  }
+  return py::reinterpret_borrow<py::object>(value);
+}
+
+py::tuple summarise_grads(State& s, const torch::autograd::variable_list& grads, bool written) {
+  py::tuple out(grads.size());
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (!grads[i].defined()) {
+      out[i] = py::none();
+      continue;
+    }
+    py::object wrapped = py::reinterpret_steal<py::object>(THPVariable_Wrap(grads[i]));
+    out[i] = summarise_tensor(s, wrapped.ptr(), written);
+  }
+  return out;
+}
+
+// The id of the calling stack: its frames' codes and offsets looked up, worked out once in Python.
+py::object stack_id(State& s) {
+  if (s.stack_here.is_none()) return py::none();
+  std::string key;
+  std::vector<PyObject*> codes;
+  PyFrameObject* frame = PyEval_GetFrame();
+  Py_XINCREF(frame);
+  while (frame != nullptr) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    int offset = PyFrame_GetLasti(frame);
+    void* where = code;
+    key.append(reinterpret_cast<const char*>(&where), sizeof(where));
+    key.append(reinterpret_cast<const char*>(&offset), sizeof(offset));
+    codes.push_back(reinterpret_cast<PyObject*>(code));
+    Py_DECREF(code);  // the frame holds it
+    PyFrameObject* back = PyFrame_GetBack(frame);
+    Py_DECREF(frame);
+    frame = back;
+  }
+  auto found = s.stacks.find(key);
+  if (found != s.stacks.end()) return found->second;
+  for (PyObject* code : codes) s.held_codes.push_back(py::reinterpret_borrow<py::object>(code));
+  py::object made = s.stack_here();
+  if (made.is_none()) {  // this dump records no stacks: walk no more frames
+    s.stack_here = py::none();
+    return made;
+  }
+  s.stacks.emplace(std::move(key), made);
+  return made;
+}
+
+// "TypeName: message" of a Python exception, without its traceback
+std::string described(py::error_already_set& exc) {
+  try {
+    std::string type = py::str(exc.type().attr("__name__")).cast<std::string>();
+    return type + ": " + py::str(exc.value()).cast<std::string>();
+  } catch (...) {
+    PyErr_Clear();
+    return "an exception in the capture";
+  }
+}
+
+void fail(State& s, const char* what) {
+  if (s.failed) return;
+  s.failed = true;
+  try {
+    s.on_error(py::str(what));
+  } catch (py::error_already_set&) {
+    PyErr_Clear();
+  }
+}
+
+bool recorder_busy(State& s) {
+  PyObject* busy = PyObject_GetAttrString(s.recorder.ptr(), "busy");
+  if (busy == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  int truth = PyObject_IsTrue(busy);
+  Py_DECREF(busy);
+  return truth > 0;
+}
+
+struct BackwardHook : torch::autograd::FunctionPostHook {
+  BackwardHook(std::shared_ptr<State> state, int64_t call) : state_(std::move(state)), call_(call) {}
+
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& grad_inputs,
+                                            const torch::autograd::variable_list& grad_outputs) override {
+    py::gil_scoped_acquire gil;
+    State& s = *state_;
+    if (!s.installed || s.failed) return grad_inputs;
+    s.busy += 1;
+    try {
+      at::AutoGradMode no_grad(false);
+      py::tuple into = summarise_grads(s, grad_outputs, false);
+      py::tuple passed = summarise_grads(s, grad_inputs, true);
+      s.pending.append(py::make_tuple(1, call_, into, passed));
+    } catch (py::error_already_set& exc) {
+      std::string what = described(exc);
+      fail(s, what.c_str());
+    } catch (const std::exception& exc) {
+      fail(s, exc.what());
+    }
+    s.busy -= 1;
+    return grad_inputs;
+  }
+
+ private:
+  std::shared_ptr<State> state_;
+  int64_t call_;
+};
+
+// The grad_fn that a call made, or none: a call that hands back one of its inputs made none of its own.
+NodePtr made_node(PyObject* args, PyObject* output) {
+  NodePtr node;
+  if (THPVariable_Check(output)) {
+    node = THPVariable_Unpack(output).grad_fn();
+  } else if (PyTuple_Check(output) || PyList_Check(output)) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(output);
+    PyObject** items = PySequence_Fast_ITEMS(output);
+    for (Py_ssize_t i = 0; i < n && !node; ++i) {
+      if (THPVariable_Check(items[i])) node = THPVariable_Unpack(items[i]).grad_fn();
+    }
+  }
+  if (!node) return node;
+  Py_ssize_t n = PyTuple_GET_SIZE(args);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* arg = PyTuple_GET_ITEM(args, i);
+    if (THPVariable_Check(arg) && THPVariable_Unpack(arg).grad_fn() == node) return NodePtr();
+  }
+  return node;
+}
+
+class Capture {
+ public:
+  explicit Capture(py::dict setup) : state_(std::make_shared<State>()) {
+    State& s = *state_;
+    s.names = py::dict();
+    s.name_of = setup["name_of"];
+    s.recorder = setup["recorder"];
+    s.summary_type = setup["summary_type"];
+    s.python_stats = setup["python_stats"];
+    s.neutral_dtype = setup["dtype_name"];
+    s.stack_here = setup["stack_here"];
+    s.on_full = setup["on_full"];
+    s.on_error = setup["on_error"];
+    s.plain_types = setup["plain_types"];
+    s.raised = setup["raised"];
+    s.backward = setup["backward"].cast<bool>();
+    uintptr_t address = setup["kernel"].is_none() ? 0 : setup["kernel"].cast<uintptr_t>();
+    s.kernel = reinterpret_cast<StatsKernel>(address);
+    for (auto item : setup["codes"].cast<py::dict>()) {
+      PyObject* dtype = item.first.ptr();
+      if (!THPDtype_Check(dtype)) continue;
+      s.codes[static_cast<int>(reinterpret_cast<THPDtype*>(dtype)->scalar_type)] = item.second.cast<int>();
+    }
+  }
+
+  void install() { state_->installed = true; }
+
+  // Stop reporting and remove every grad_fn hook not yet fired.
+  void remove() {
+    State& s = *state_;
+    s.installed = false;
+    for (auto& [weak, key] : s.hooks) {
+      if (auto node = Weak<NodePtr>::lock(weak)) node->del_post_hook(key);
+    }
+    s.hooks.clear();
+    s.stacks.clear();
+    s.held_codes.clear();
+    s.seen.clear();
+    s.seen_by_memory.clear();
+  }
+
+  py::list take() {
+    State& s = *state_;
+    py::list taken = s.pending;
+    s.pending = py::list();
+    return taken;
+  }
+
+  void set_busy(int delta) { state_->busy += delta; }
+  bool failed() const { return state_->failed; }
+  size_t hooks_held() const { return state_->hooks.size(); }
+
+  py::object call(py::handle mode, py::handle func, py::handle types, py::handle args, py::handle kwargs) {
+    State& s = *state_;
+    PyObject* kw = (kwargs.ptr() == Py_None || !PyDict_Check(kwargs.ptr()) || PyDict_GET_SIZE(kwargs.ptr()) == 0)
+                       ? nullptr
+                       : kwargs.ptr();
+    if (!s.installed || s.failed || s.busy || recorder_busy(s)) return run(func, args, kw);
+    PyObject* named = PyDict_GetItem(s.names.ptr(), func.ptr());  // borrowed
+    py::object name;
+    if (named == nullptr) {
+      name = s.name_of(func);
+      s.names[func] = name;
+    } else {
+      name = py::reinterpret_borrow<py::object>(named);
+    }
+    if (name.is_none()) return run(func, args, kw);
+    bool grad = at::GradMode::is_enabled();
+    int64_t call = s.next_call++;
+    py::object inputs, options, stack;
+    s.busy += 1;
+    try {
+      at::AutoGradMode no_grad(false);
+      inputs = summarise(s, args.ptr(), false);
+      options = kw == nullptr ? py::dict() : summarise(s, kw, false);
+      stack = stack_id(s);
+    } catch (py::error_already_set& exc) {
+      s.busy -= 1;
+      std::string what = described(exc);
+      fail(s, what.c_str());
+      return run(func, args, kw);
+    } catch (const std::exception& exc) {
+      s.busy -= 1;
+      fail(s, exc.what());
+      return run(func, args, kw);
+    }
+    py::object output;
+    try {
+      output = run(func, args, kw);
+    } catch (...) {
+      s.pending.append(py::make_tuple(0, name, inputs, options, stack, s.raised, call));
+      s.busy -= 1;
+      throw;
+    }
+    try {
+      py::object outputs;
+      {
+        at::AutoGradMode no_grad(false);
+        outputs = summarise(s, output.ptr(), true);
+      }
+      if (grad && s.backward) {
+        auto node = made_node(args.ptr(), output.ptr());
+        if (node) {
+          uintptr_t key = node->add_post_hook(std::make_unique<BackwardHook>(state_, call));
+          s.hooks.emplace_back(WeakNode(node), key);
+        }
+      }
+      s.pending.append(py::make_tuple(0, name, inputs, options, stack, outputs, call));
+    } catch (py::error_already_set& exc) {
+      std::string what = described(exc);
+      fail(s, what.c_str());
+    } catch (const std::exception& exc) {
+      fail(s, exc.what());
+    }
+    s.busy -= 1;
+    if (PyList_GET_SIZE(s.pending.ptr()) >= kFlushAt && !s.failed) s.on_full();
+    return output;
+  }
+
+ private:
+  static py::object run(py::handle func, py::handle args, PyObject* kwargs) {
+    PyObject* result = PyObject_Call(func.ptr(), args.ptr(), kwargs);
+    if (result == nullptr) throw py::error_already_set();
+    return py::reinterpret_steal<py::object>(result);
+  }
+
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "tscore's compiled capture of torch API calls (ts_torch.compiled_capture)";
+  py::class_<Capture>(m, "Capture")
+      .def(py::init<py::dict>())
+      .def("install", &Capture::install)
+      .def("remove", &Capture::remove)
+      .def("take", &Capture::take)
+      .def("set_busy", &Capture::set_busy)
+      .def("failed", &Capture::failed)
+      .def("hooks_held", &Capture::hooks_held)
+      .def("call", &Capture::call, py::arg("mode"), py::arg("func"), py::arg("types"), py::arg("args") = py::tuple(),
+           py::arg("kwargs") = py::none());
+}
