@@ -6,8 +6,9 @@ patches cannot touch another's numbers: msprobe runs from its own venv
 this one. A worker times plain steps (forward, backward, SGD step) of a small
 ResNet, a small transformer encoder or a tiny HuggingFace GPT-2 language model,
 then dumped steps (``start``, step, ``stop``, ``step()``), then plain steps again after the dump stopped, and
-reports the medians; ratios are taken within one worker. ``overflow_check``
-(tscore only: msprobe 26.2 has no such task) times the check on a step that
+reports the medians; ratios are taken within one worker. A statistics dump is timed twice for tscore: with
+torch's compiled capture (``tscore``) and with the Python one it replaced (``tscore-python``).
+``overflow_check`` (tscore only: msprobe 26.2 has no such task) times the check on a step that
 does not overflow, which is what it costs a healthy training run. Tensor mode also
 reports the bytes written per step against ``np.save`` of the same tensors,
 and a 50-step statistics run reports how resident memory moves.
@@ -375,6 +376,11 @@ def main() -> None:
     for model, task in plan:
         steps = args.tensor_steps or args.steps if task == "tensor" else args.steps
         rows.append(run(sys.executable, "tscore", model, task, steps, root, args.device))
+        if task == "statistics":  # torch's Python capture, which the compiled one replaced, in the same run
+            python = {"TSCORE_TORCH_CAPTURE": "python"}
+            rows.append(run(sys.executable, "tscore", model, task, steps, root, args.device, python))
+            rows[-1]["tool"] = "tscore-python"
+            print(json.dumps(rows[-1]), flush=True)
         if args.also_aten and cuda and task == "statistics":
             aten = {"TSCORE_DUMP_STATS_KERNEL": "aten"}
             rows.append(run(sys.executable, "tscore", model, task, steps, root, args.device, aten))
@@ -401,12 +407,12 @@ def main() -> None:
             ]
             row["tensor_write_mb_s"] = row["bytes_per_step"] / 1e3 / extra if extra > 0 else float("inf")
     print(
-        f"{'tool':8} {'model':12} {'task':10} {'plain':>8} {'dumped':>8} {'ratio':>6} {'after stop':>10}"
+        f"{'tool':13} {'model':12} {'task':10} {'plain':>8} {'dumped':>8} {'ratio':>6} {'after stop':>10}"
         "  notes"
     )
     for row in rows:
         if "error" in row:
-            print(f"{row['tool']:8} {row['model']:12} {row['task']:10} failed: {row['error']}")
+            print(f"{row['tool']:13} {row['model']:12} {row['task']:10} failed: {row['error']}")
             continue
         notes = []
         if "tensor_write_mb_s" in row:
@@ -428,7 +434,7 @@ def main() -> None:
                 f"{row['gc_ms_per_step']:.1f} ms/step ({row['full_gc_per_step']:.2f} full)"
             )
         print(
-            f"{row['tool']:8} {row['model']:12} {row['task']:10} {row['plain_ms']:7.1f}ms "
+            f"{row['tool']:13} {row['model']:12} {row['task']:10} {row['plain_ms']:7.1f}ms "
             f"{row['dumped_ms']:7.1f}ms "
             f"{row['dumped_ms'] / row['plain_ms']:5.2f}x {row['after_ms'] / row['plain_ms']:9.2f}x  "
             + "; ".join(notes)

@@ -12,7 +12,7 @@ report machinery.
 * The records hooks take and return (:mod:`tscore.contract`): :class:`TensorMeta`,
   :class:`FrameworkInfo`, :class:`ModelInfo`, :class:`LayerInfo`,
   :class:`ModuleRecorder`, :class:`ApiRecorder` (what ``ts_install_api_hooks``
-  reports to; :class:`TensorSummary` and :data:`STACK_HERE` for a compiled capture),
+  reports to; :data:`STACK_HERE`, its ``begin``'s default stack),
   :class:`HookHandles`, :class:`CheckpointContents`, :class:`Runtime`,
   :class:`PendingArray`, :class:`RunSetting`, :class:`KernelCall`, :class:`KernelTensor`,
   :class:`GraphNode` and :class:`GraphInput`; and :class:`ValueTransform`.
@@ -48,7 +48,7 @@ from tscore.contract.graph import GraphInput, GraphNode
 from tscore.contract.kernels import KernelCall, KernelTensor
 from tscore.contract.kinds import NEUTRAL_KINDS, NeutralKind, kind_family
 from tscore.contract.layers import HookHandles, LayerInfo, ModuleRecorder
-from tscore.contract.recorders import STACK_HERE, ApiRecorder, TensorSummary
+from tscore.contract.recorders import STACK_HERE, ApiRecorder
 from tscore.contract.runtime import Runtime
 from tscore.contract.settings import RunSetting
 from tscore.contract.tensors import FrameworkInfo, ModelInfo, TensorMeta
@@ -79,7 +79,6 @@ __all__ = [
     "TORCH_STYLE_KINDS",
     "ApiRecorder",
     "STACK_HERE",
-    "TensorSummary",
     "Backend",
     "CheckpointContents",
     "CheckpointReadError",

@@ -8,8 +8,7 @@ subject:
 * :mod:`~tscore.contract.tensors`: :class:`TensorMeta`, :class:`ModelInfo`, :class:`FrameworkInfo`;
 * :mod:`~tscore.contract.layers`: :class:`LayerInfo`, :class:`ModuleRecorder`, :class:`HookHandles`;
 * :mod:`~tscore.contract.kinds`: the neutral layer kinds, their families and roles (:data:`NEUTRAL_KINDS`);
-* :mod:`~tscore.contract.recorders`: :class:`ApiRecorder`, what ``ts_install_api_hooks`` reports to,
-  and :class:`TensorSummary`, a tensor as a compiled capture read it;
+* :mod:`~tscore.contract.recorders`: :class:`ApiRecorder`, what ``ts_install_api_hooks`` reports to;
 * :mod:`~tscore.contract.transfers`: :class:`PendingArray`, :class:`StagedStats` (values on their
   way from a device);
 * :mod:`~tscore.contract.checkpoints`: :class:`CheckpointContents`, :class:`CheckpointReadError`;

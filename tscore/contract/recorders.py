@@ -20,13 +20,16 @@ inside another captured call) while :attr:`ApiRecorder.busy` is 0::
 ``Functional``, ``VF``, ``NPU``); ``api`` is the function's name. The token is
 opaque: hand it back as it came.
 
-A compiled capture (torch's) reads the tensors itself, below Python, and
-reports the calls later, a batch at a time: it hands the same methods
-:class:`TensorSummary` values where the tensors were, the stack id it took at
-the call (:meth:`ApiRecorder.stack_here`, asked once per new calling stack),
-and registers, with :meth:`ApiRecorder.add_pending`, the function that
+A compiled capture (torch's) describes each call itself, below Python, as the
+recorder's entries (``{"name": "_input.0", "type": "tensor", "dtype": ...,
+"max": ...}``, each named by what follows the call's name), and reports the
+calls later, a batch at a time, with ``begin_described``, ``end_described``
+and ``backward_described``: the stack id it took at the call
+(:meth:`ApiRecorder.stack_here`, asked once per new calling stack) goes with
+them. It registers, with :meth:`ApiRecorder.add_pending`, the function that
 reports its held calls; the recorder calls that before anything that depends
-on the order of calls (a module entered or left, the step's end).
+on the order of calls (a module entered or left, a call another capture
+reports as it goes, the step's end).
 """
 
 from __future__ import annotations
@@ -36,54 +39,6 @@ from typing import Any, Protocol
 
 # ``begin``'s default ``stack``: the recorder reads the calling stack itself
 STACK_HERE = "here"
-
-
-class TensorSummary(tuple):  # type: ignore[type-arg]
-    """What a compiled capture read of one tensor at the call, in place of the tensor in a batch of calls.
-
-    A tuple, so that compiled code makes one cheaply: ``(framework, dtype, shape, device,
-    requires_grad, stats, error)``. ``dtype`` is tscore's neutral name of it (``"float32"``),
-    ``stats`` whatever the backend's ``ts_tensor_stats`` gives (four floats, None when empty, or a
-    value left on the device), ``error`` the exception met reading the tensor (its record then
-    says so), else None.
-    """
-
-    __slots__ = ()
-
-    @property
-    def framework(self) -> str:
-        """The framework whose tensor this was (a backend's ``framework``)."""
-        return str(self[0])
-
-    @property
-    def dtype(self) -> str | None:
-        """The neutral name of the dtype (the backend's ``neutral_dtype``), None when it could not be read."""
-        return self[1]  # type: ignore[no-any-return]
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """The shape, as a tuple of ints (empty when it could not be read)."""
-        return self[2] or ()  # type: ignore[no-any-return]
-
-    @property
-    def device(self) -> str | None:
-        """Where the tensor lived (``"cpu"``, ``"cuda:0"``)."""
-        return self[3]  # type: ignore[no-any-return]
-
-    @property
-    def requires_grad(self) -> bool:
-        """Whether the tensor took part in autograd."""
-        return bool(self[4])
-
-    @property
-    def stats(self) -> Any:
-        """Max, min, mean and norm as the backend's ``ts_tensor_stats`` gave them."""
-        return self[5]
-
-    @property
-    def error(self) -> BaseException | None:
-        """The exception met while reading the tensor, or None."""
-        return self[6]  # type: ignore[no-any-return]
 
 
 class ApiRecorder(Protocol):
@@ -130,9 +85,37 @@ class ApiRecorder(Protocol):
     ) -> Any:
         """Count a call before it runs; return its token, or None when the call is not dumped.
 
-        Call it even when you expect None: the count names every later call. A compiled capture
-        reporting a call after it ran passes ``stack=`` the id :meth:`stack_here` gave at the call.
+        Call it even when you expect None: the count names every later call.
         """
+        ...
+
+    @property
+    def takes_described(self) -> bool:
+        """Whether a compiled capture may describe the calls itself (statistics only: no values needed)."""
+        ...
+
+    def entry_rules(self) -> dict[str, Any]:
+        """How entries are made: ``skipped_dtypes`` (tensors left out) and ``longest_plain_list``."""
+        ...
+
+    def begin_described(
+        self, prefix: str, api: str, inputs: list[dict[str, Any]], *, stack: int | None, framework: str
+    ) -> Any:
+        """:meth:`begin` for a call described at the call and reported now (see the module's text)."""
+        ...
+
+    def end_described(self, token: Any, outputs: list[dict[str, Any]]) -> None:
+        """:meth:`end` for a call :meth:`begin_described` opened."""
+        ...
+
+    def backward_described(
+        self, token: Any, into_outputs: list[dict[str, Any]], into_inputs: list[dict[str, Any]]
+    ) -> None:
+        """:meth:`backward` for a call :meth:`begin_described` opened."""
+        ...
+
+    def describe_value(self, side: str, path: tuple[str, ...], value: Any) -> list[dict[str, Any]]:
+        """Return the entries of a value the capture does not describe itself, named as described ones."""
         ...
 
     def end(self, token: Any, output: Any) -> None:
@@ -151,9 +134,9 @@ class ApiRecorder(Protocol):
     def add_pending(self, report: Any) -> None:
         """Have ``report()`` called before anything that depends on the order of calls.
 
-        ``report`` hands the recorder the calls a compiled capture holds (:meth:`begin`,
-        :meth:`end`, :meth:`backward`, with :class:`TensorSummary` values); it runs before a
-        module is entered or left and at the step's end. ``remove_pending`` takes it off.
+        ``report`` hands the recorder the calls a compiled capture holds (:meth:`begin_described`
+        and the others); it runs before a module is entered or left, before a call another capture
+        reports as it goes, and at the step's end. ``remove_pending`` takes it off.
         """
         ...
 

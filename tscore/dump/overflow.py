@@ -277,7 +277,7 @@ class OverflowRecorder(DumpRecorder):
     # ------------------------------------------------------------ the recorder's events
 
     @property
-    def takes_summaries(self) -> bool:
+    def takes_described(self) -> bool:
         """False: the check reads the tensors themselves, at the call."""
         return False
 

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from tscore.array_stats import compiled_kernel
-from tscore.contract.recorders import STACK_HERE, TensorSummary
+from tscore.contract.recorders import STACK_HERE
 from tscore.contract.transfers import StagedEntry, StagedStats
 from tscore.dump.call_filter import CallFilter, inside
 from tscore.dump.config import DumpConfig
@@ -102,6 +102,7 @@ class CallToken:
     held: Any = None  # the arguments themselves, when a recorder looks at them only after the call
     nonfinite: bool = False  # the overflow check found inf or NaN in the forward call's values
     kernel: Any = None  # the device's kernel-level dump, entered for this call (config.acl_config)
+    framework: str = ""  # whose tensors a compiled capture described (begin_described)
 
 
 @dataclass
@@ -210,13 +211,20 @@ class DumpRecorder:
         return not self.stats_only or self.md5
 
     @property
-    def takes_summaries(self) -> bool:
-        """Whether a compiled capture may report this dump's calls late, with tensors as summaries.
+    def takes_described(self) -> bool:
+        """Whether a compiled capture may describe this dump's calls itself and report them late.
 
         True when the records need the statistics alone (no tensor files, no md5, no kernel-level
         dump entered around each call); the overflow check reads the tensors itself and says False.
         """
         return self.stats_only and not self.md5 and not self.config.acl_config
+
+    def entry_rules(self) -> dict[str, Any]:
+        """Say how entries are made, for a capture that makes them: dtypes left out, the longest list."""
+        return {
+            "skipped_dtypes": set(INTEGER_DTYPES) if self.config.filter_int else set(),
+            "longest_plain_list": LONGEST_PLAIN_LIST,
+        }
 
     @property
     def backward_wanted(self) -> bool:
@@ -246,11 +254,21 @@ class DumpRecorder:
     ) -> CallToken | None:
         """Count a call before it runs; keep what its record needs of the inputs (None: not dumped).
 
-        :param stack: the calling stack's id when a compiled capture took it at the call
-            (:meth:`stack_here`); by default the recorder reads the stack itself.
+        :param stack: the calling stack's id when a capture took it at the call (:meth:`stack_here`);
+            by default the recorder reads the stack itself.
         """
         if self._pending and isinstance(stack, str):  # reported as it goes: the held calls came first
             self.report_pending()
+        token = self._open(prefix, api, stack)
+        if token is not None and token.record:
+            if not self.stack_only and self._keeps["forward", "input"]:
+                self._keep_inputs(token, args, kwargs)
+            if self.config.acl_config:  # last: the recorder's own work stays out of that dump
+                token.kernel = self._kernel_dump()
+        return token
+
+    def _open(self, prefix: str, api: str, stack: Any) -> CallToken | None:
+        """Count a call and make its token (None: not dumped, neither forward nor backward)."""
         index = self.count(prefix, api)
         if not self.active:
             return None
@@ -262,13 +280,71 @@ class DumpRecorder:
             return None
         module, key = self._provenance(f"{prefix}.{api}")
         if isinstance(stack, str):
-            stack = self._stack() if self.stack_at_begin else None
-        token = CallToken(name, key, module, stack, [], record=wanted)
-        if wanted and not self.stack_only and self._keeps["forward", "input"]:
-            self._keep_inputs(token, args, kwargs)
-        if wanted and self.config.acl_config:  # last: the recorder's own work stays out of that dump
-            token.kernel = self._kernel_dump()
+            stack = self._stack(3) if self.stack_at_begin else None
+        return CallToken(name, key, module, stack, [], record=wanted)
+
+    def begin_described(
+        self, prefix: str, api: str, inputs: list[dict[str, Any]], *, stack: int | None, framework: str
+    ) -> CallToken | None:
+        """:meth:`begin` for a call a compiled capture described at the call and reports now.
+
+        :param inputs: the entries of its arguments as :meth:`_describe` makes them, each named by
+            what follows the call's name (``"_input.0"``).
+        :param stack: the id :meth:`stack_here` gave at the call.
+        :param framework: the framework whose tensors these were (its settings are recorded).
+        """
+        token = self._open(prefix, api, stack)
+        if token is not None:
+            token.framework = framework
+            if token.record and not self.stack_only and self._keeps["forward", "input"]:
+                token.inputs = self._named(token.name.ptdbg, inputs, framework)
         return token
+
+    def end_described(self, token: CallToken, outputs: list[dict[str, Any]]) -> None:
+        """:meth:`end` for a call :meth:`begin_described` opened; ``outputs`` named as its inputs."""
+        if not token.record or not self.active:
+            return
+        if self.stack_only or not self._keeps["forward", "output"]:
+            outputs = []
+        else:
+            outputs = self._named(token.name.ptdbg, outputs, token.framework)
+        inputs, token.inputs = token.inputs, []
+        self._emit(token, token.name, inputs, outputs)
+
+    def backward_described(
+        self, token: CallToken, into_outputs: list[dict[str, Any]], into_inputs: list[dict[str, Any]]
+    ) -> None:
+        """:meth:`backward` for a call :meth:`begin_described` opened, its gradients described."""
+        if not self.active:
+            return
+        name = CallName(token.name.prefix, token.name.api, token.name.index, "backward")
+        if not self._direction_wanted("backward") or not self._filter.wants(name):
+            return
+        inputs = outputs = []
+        if not self.stack_only:
+            if self._keeps["backward", "input"]:
+                inputs = self._named(name.ptdbg, into_outputs, token.framework)
+            if self._keeps["backward", "output"]:
+                outputs = self._named(name.ptdbg, into_inputs, token.framework)
+        self._emit(token, name, inputs, outputs)
+
+    def describe_value(self, side: str, path: tuple[str, ...], value: Any) -> list[dict[str, Any]]:
+        """Return the entries of one argument or output, named by what follows the call's name.
+
+        What a compiled capture asks of the recorder for a value it does not describe itself.
+        """
+        out: list[dict[str, Any]] = []
+        self._describe("", side, path, value, out)
+        return out
+
+    def _named(self, call: str, entries: list[dict[str, Any]], framework: str) -> list[dict[str, Any]]:
+        """Prefix described entries' names with the call's; note the settings of devices first met."""
+        for entry in entries:
+            entry["name"] = call + entry["name"]
+            device = entry.get("device")
+            if device is not None and device not in self._noted:
+                self._note_settings(self._ops.for_framework(framework), device)
+        return entries
 
     def count(self, prefix: str, api: str) -> int:
         """Count one call of ``prefix_api`` and return its index (the names stay those of the whole run)."""
@@ -537,7 +613,7 @@ class DumpRecorder:
 
     def _outputs(self, call: str, output: Any) -> list[dict[str, Any]]:
         entries: list[dict[str, Any]] = []
-        if isinstance(output, (tuple, list)) and type(output) is not TensorSummary:
+        if isinstance(output, (tuple, list)):
             for index, value in enumerate(output):
                 self._describe(call, "output", (str(index),), value, entries)
         else:
@@ -554,11 +630,6 @@ class DumpRecorder:
         self, call: str, side: str, path: tuple[str, ...], value: Any, out: list[dict[str, Any]]
     ) -> None:
         name = tensor_name(call, side, path)
-        if type(value) is TensorSummary:  # a compiled capture's: everything was read at the call
-            summary = self._summary(name, value)
-            if summary is not None:
-                out.append(summary)
-            return
         if isinstance(value, _PLAIN):
             out.append({"name": name, "type": type(value).__name__, "value": value})
             return
@@ -630,30 +701,6 @@ class DumpRecorder:
             return {"name": name, "type": "tensor", "error": f"{type(exc).__name__}: {exc}"}
         finally:
             self.busy -= 1
-
-    def _summary(self, name: str, summary: TensorSummary) -> dict[str, Any] | None:
-        """Return the entry of a tensor a compiled capture read at the call (as :meth:`_tensor` makes it)."""
-        dtype, error = summary[1], summary[6]
-        if dtype is None:
-            error = error or ValueError("the capture read no dtype of this tensor")
-        elif self.config.filter_int and dtype in INTEGER_DTYPES:
-            return None
-        if error is not None:
-            return {"name": name, "type": "tensor", "error": f"{type(error).__name__}: {error}"}
-        device = summary[3]
-        if device not in self._noted:
-            ops = self._ops.of(summary)
-            assert ops is not None
-            self._note_settings(ops, str(device))
-        return {
-            "name": name,
-            "type": "tensor",
-            "dtype": dtype,
-            "shape": summary[2],
-            "device": device,
-            "requires_grad": summary[4],
-            "stats": summary[5],
-        }
 
     def _note_settings(self, ops: TensorOps, device: str) -> None:
         """Record the settings that change numbers on a device, the first time a tensor there is seen.

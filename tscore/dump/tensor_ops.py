@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from tscore.contract.recorders import TensorSummary
 from tscore.contract.settings import RunSetting
 from tscore.contract.transfers import PendingArray
 from tscore.plugins import get_plugin_manager, hook
@@ -155,47 +154,6 @@ class TensorOps:
         return hook().ts_tensor_key(tensor=tensor)
 
 
-class SummaryOps(TensorOps):
-    """The ops of :class:`TensorSummary` values: what a compiled capture already read of a tensor.
-
-    Its dtype, device, statistics and ``requires_grad`` are the summary's; it has no identity key
-    (each summary is read once) and no values: such a capture serves only dumps of statistics.
-    """
-
-    def __init__(self, backend: Any) -> None:
-        """Keep the backend (None: none loaded); bind none of its methods."""
-        super().__init__(None)
-        self._backend = backend
-
-    def dtype(self, tensor: Any) -> str:
-        """Return the summary's neutral dtype name (the summary's error when none was read)."""
-        if tensor.dtype is None:
-            raise tensor.error or ValueError("the capture read no dtype of this tensor")
-        return str(tensor.dtype)
-
-    def device(self, tensor: Any) -> str:
-        """Return the device the summary names."""
-        return str(tensor.device)
-
-    def stats(self, tensor: Any) -> Any:
-        """Return the statistics read at the call; raise what reading them raised."""
-        if tensor.error is not None:
-            raise tensor.error
-        return tensor.stats
-
-    def requires_grad(self, tensor: Any) -> bool | None:
-        """Return whether the tensor took part in autograd."""
-        return tensor.requires_grad
-
-    def key(self, tensor: Any) -> Any:
-        """None: a summary is read once, its statistics came with it."""
-        return None
-
-    def to_numpy(self, tensor: Any, copy: bool) -> Any:
-        """Refuse: a summary holds no values (compiled captures serve dumps of statistics only)."""
-        raise TypeError("a compiled capture's tensor summary holds no values: dump statistics only")
-
-
 def _number(found: Any, wait: bool) -> Any:
     """Return a backend's answer as a float; with ``wait=False`` one left on its device stays as it is."""
     if found is None or type(found) is float:  # the common case, read on the host: as it is
@@ -210,15 +168,15 @@ class TensorDispatch:
 
     def __init__(self) -> None:
         self._by_type: dict[type, TensorOps | None] = {}
-        self._summaries: dict[str, SummaryOps] = {}
+        self._frameworks: dict[str, TensorOps] = {}
         self.frameworks: set[str] = set()  # of the tensors met: which framework the dump recorded
 
-    def _summary_ops(self, framework: str) -> SummaryOps:
-        """Return the ops of a compiled capture's summaries of ``framework``'s tensors."""
-        ops = self._summaries.get(framework)
+    def for_framework(self, framework: str) -> TensorOps:
+        """Return the ops of ``framework``'s tensors for what needs no tensor (its settings), and count it."""
+        ops = self._frameworks.get(framework)
         if ops is None:
             backend = next((b for b in get_plugin_manager().backends() if b.framework == framework), None)
-            ops = self._summaries[framework] = SummaryOps(backend)
+            ops = self._frameworks[framework] = TensorOps(backend)
             ops.framework = framework
             self.frameworks.add(framework)
         return ops
@@ -228,8 +186,6 @@ class TensorDispatch:
         cls = type(value)
         if cls in self._by_type:
             return self._by_type[cls]
-        if cls is TensorSummary:
-            return self._summary_ops(value.framework)
         ops: TensorOps | None = None
         for plugin in get_plugin_manager().backends():  # one that builds on another framework first
             if plugin.implements("ts_tensor_stats") and plugin.owns_tensor(value):

@@ -6,12 +6,13 @@ pushes the same ``TorchFunctionMode``, but its ``__torch_function__`` is compile
 (``csrc/capture.cpp``): it names the call (``api_name``, looked up once per function), reads each
 tensor's dtype, shape and statistics (tscore's C kernel, bit for bit the Python capture's), takes
 the stack's id (worked out in Python once per new stack) and hooks the ``grad_fn`` with a C++ hook.
-The calls wait in a list, tensors replaced by :class:`~tscore.plugin_api.TensorSummary`, and
-are handed to the recorder before each module call and at ``stop()``: the same
-``begin``/``end``/``backward`` in the same order, so the records, names and keys are the Python
-capture's.
+It describes each call as the recorder's own entries (names, dtypes, shapes, finished statistics;
+values it does not know, such as a ``torch.dtype`` argument, it asks the recorder to describe).
+The calls wait in a list and are handed to the recorder before each module call and at
+``stop()`` (``begin_described``, ``end_described``, ``backward_described``), in the order they
+ran, so the records, names and keys are the Python capture's, line for line.
 
-It serves dumps of statistics (the recorder's ``takes_summaries``); tensor files, md5 and the
+It serves dumps of statistics (the recorder's ``takes_described``); tensor files, md5 and the
 overflow check read the tensors at the call and keep the Python capture.
 
 **Build.** Compiled on a dump's first use, against the torch that runs it, with
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ts_torch.api_capture import api_name
-from tscore.plugin_api import HookHandles, TensorSummary, memory_stats_address, memory_stats_dtypes
+from tscore.plugin_api import HookHandles, memory_stats_address, memory_stats_dtypes
 
 log = logging.getLogger(__name__)
 
@@ -151,10 +152,10 @@ def compiled_capture_for(recorder: Any, backend: Any) -> CompiledCapture | None:
     """Return a compiled capture for ``recorder``, or None where the Python capture must run.
 
     None when ``TSCORE_TORCH_CAPTURE=python``, when the recorder needs the tensors themselves
-    (tensor files, md5, the overflow check: its ``takes_summaries`` is False), or when the
+    (tensor files, md5, the overflow check: its ``takes_described`` is False), or when the
     extension cannot be built.
     """
-    if choice() == "python" or not getattr(recorder, "takes_summaries", False):
+    if choice() == "python" or not getattr(recorder, "takes_described", False):
         return None
     built = extension()
     return None if built is None else CompiledCapture(recorder, built, backend)
@@ -204,18 +205,22 @@ class CompiledCapture:
         """Prepare the compiled capture; nothing is installed until :meth:`install`.
 
         :param backend: the torch backend: its ``tensor_stats`` for tensors the kernel cannot read,
-            its ``neutral_dtype`` for the summaries' dtype names.
+            its ``neutral_dtype`` for the entries' dtype names.
         """
         import torch
 
         self._recorder = recorder
         self._backward = bool(recorder.backward_wanted)
         self._tokens: dict[int, Any] = {}
+        self._framework = str(backend.framework)
+        rules = recorder.entry_rules()
         self._compiled = built.Capture(
             {
                 "name_of": api_name,
                 "recorder": recorder,
-                "summary_type": TensorSummary,
+                "describe_value": recorder.describe_value,
+                "skipped_dtypes": set(rules["skipped_dtypes"]),
+                "longest_plain_list": int(rules["longest_plain_list"]),
                 "python_stats": backend.tensor_stats,
                 "dtype_name": lambda dtype: backend.neutral_dtype(str(dtype).removeprefix("torch.")),
                 "stack_here": recorder.stack_here,
@@ -264,23 +269,23 @@ class CompiledCapture:
         calls = self._compiled.take()
         if not calls:
             return
-        recorder, tokens = self._recorder, self._tokens
+        recorder, tokens, framework = self._recorder, self._tokens, self._framework
         self._compiled.set_busy(1)  # torch calls the recorder makes now are its own: not reported
         try:
             for call in calls:
                 if call[0] == 0:
-                    _, (prefix, api), args, kwargs, stack, output, number = call
-                    token = recorder.begin(prefix, api, args, kwargs, stack=stack)
-                    if token is None or output is RAISED:
+                    _, (prefix, api), inputs, stack, outputs, number = call
+                    token = recorder.begin_described(prefix, api, inputs, stack=stack, framework=framework)
+                    if token is None or outputs is RAISED:
                         continue
-                    recorder.end(token, output)
+                    recorder.end_described(token, outputs)
                     if self._backward:
                         tokens[number] = token
                 else:
                     _, number, into_outputs, into_inputs = call
                     token = tokens.get(number)
                     if token is not None:
-                        recorder.backward(token, into_outputs, into_inputs)
+                        recorder.backward_described(token, into_outputs, into_inputs)
         finally:
             self._compiled.set_busy(-1)
 

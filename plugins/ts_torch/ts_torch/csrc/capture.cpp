@@ -61,11 +61,20 @@ using WeakNode = Weak<NodePtr>::type;
 constexpr Py_ssize_t kFlushAt = 2048;  // calls held before Python is asked to take them mid-module
 constexpr size_t kPruneAt = 4096;      // statistics held before those of dead tensors are dropped
 
+// Statistics read of a tensor: `finished` when they are the kernel's four numbers (JSON-ready) or None
+// (no elements); else what the backend's own ts_tensor_stats gave, for the writer to finish.
+struct Known {
+  py::object value;
+  bool finished = false;
+};
+
 struct State {
   py::object names;           // dict: function -> (prefix, api), or None when it is no API
   py::object name_of;         // function -> (prefix, api) | None, for a function not met yet
   py::object recorder;        // its `busy` is read per call: its own framework calls are not reported
-  py::object summary_type;    // tscore's TensorSummary
+  py::object describe_value;  // (side, path, value) -> entries: the recorder's own, for other values
+  py::object skipped;         // the dtypes whose tensors are left out (a set of names)
+  Py_ssize_t longest_plain_list = 16;
   py::object python_stats;    // tensor -> statistics, the backend's own, for what the kernel cannot read
   py::object neutral_dtype;   // torch.dtype -> tscore's name of it
   py::object stack_here;      // () -> stack id, for a stack not met yet; None: no stacks
@@ -84,7 +93,7 @@ struct State {
   std::vector<py::object> held_codes;                  // the codes of those keys: no id is reused
   // statistics already read this step, by the tensor's memory, version counter, dtype and layout;
   // each held with a weak pointer to the tensor it was read of: it counts while that tensor lives
-  std::unordered_map<std::string, std::pair<c10::weak_intrusive_ptr<c10::TensorImpl>, py::object>> seen;
+  std::unordered_map<std::string, std::pair<c10::weak_intrusive_ptr<c10::TensorImpl>, Known>> seen;
   std::unordered_map<const void*, std::vector<std::string>> seen_by_memory;
   size_t prune_at = kPruneAt;
   std::unordered_map<int, int> codes;  // the kernel's dtype codes, by ScalarType
@@ -96,6 +105,29 @@ struct State {
 int kernel_code(const State& s, at::ScalarType type) {
   auto found = s.codes.find(static_cast<int>(type));
   return found == s.codes.end() ? -1 : found->second;
+}
+
+// "TypeName: message" of a Python exception, without its traceback
+std::string described(py::error_already_set& exc) {
+  try {
+    std::string type = py::str(exc.type().attr("__name__")).cast<std::string>();
+    return type + ": " + py::str(exc.value()).cast<std::string>();
+  } catch (...) {
+    PyErr_Clear();
+    return "an exception in the capture";
+  }
+}
+
+// One statistic as the record's JSON holds it: a float, or "nan", "inf", "-inf" (JSON has no such numbers)
+py::object json_number(double value) {
+  if (std::isnan(value)) return py::str("nan");
+  if (std::isinf(value)) return py::str(value > 0 ? "inf" : "-inf");
+  return py::float_(value);
+}
+
+// type(value).__name__
+py::object type_name(PyObject* value) {
+  return py::reinterpret_steal<py::object>(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(value)), "__name__"));
 }
 
 py::object dtype_name(State& s, at::ScalarType type) {
@@ -115,38 +147,38 @@ py::object device_name(State& s, const at::Tensor& t) {
   return made;
 }
 
-// The four statistics of a plain CPU tensor by the kernel; None (py::object()) where it cannot read it.
-py::object kernel_stats(State& s, PyObject* obj, const at::Tensor& t, bool& read) {
-  read = false;
+// The four statistics of a plain CPU tensor by the kernel, finished; none (no value) where it cannot read it.
+Known kernel_stats(State& s, PyObject* obj, const at::Tensor& t) {
   if (s.kernel == nullptr || !t.is_cpu() || t.layout() != at::kStrided || t.is_neg() || t.is_conj()) {
-    return py::none();
+    return Known{};
   }
   if (!PySequence_Contains(s.plain_types.ptr(), reinterpret_cast<PyObject*>(Py_TYPE(obj)))) {
-    return py::none();
+    return Known{};
   }
   int code = kernel_code(s, t.scalar_type());
-  if (code < 0) return py::none();
+  if (code < 0) return Known{};
   at::Tensor c = t.is_contiguous() ? t : t.contiguous();
   const void* data = c.const_data_ptr();
   int64_t count = c.numel();
   size_t size = c.element_size();
-  if (data == nullptr || reinterpret_cast<uintptr_t>(data) % size != 0) return py::none();
+  if (data == nullptr || reinterpret_cast<uintptr_t>(data) % size != 0) return Known{};
   if (c.storage_offset() != 0 &&
       c.storage().nbytes() < static_cast<size_t>(c.storage_offset() + count) * size) {
-    return py::none();  // a view past the end of a storage FSDP freed
+    return Known{};  // a view past the end of a storage FSDP freed
   }
   double acc[5];
   int failed;
   // the GIL is kept: letting go of it for a few microseconds hands it to the dump's writer thread,
   // which may then hold it for the interpreter's whole switch interval (5 ms)
   failed = s.kernel(data, code, count, acc);
-  if (failed) return py::none();
-  read = true;
+  if (failed) return Known{};
   if (acc[4] != 0.0) {  // one NaN makes every statistic NaN, as numpy's and torch's reductions
-    double nan = std::nan("");
-    return py::make_tuple(nan, nan, nan, nan);
+    py::object nan = py::str("nan");
+    return Known{py::make_tuple(nan, nan, nan, nan), true};
   }
-  return py::make_tuple(acc[0], acc[1], acc[2] / static_cast<double>(count), std::sqrt(acc[3]));
+  return Known{py::make_tuple(json_number(acc[0]), json_number(acc[1]),
+                              json_number(acc[2] / static_cast<double>(count)), json_number(std::sqrt(acc[3]))),
+               true};
 }
 
 // The key of a tensor's contents: memory, version counter (it moves on every in-place change), dtype,
@@ -183,9 +215,9 @@ void prune_seen(State& s) {
 // The statistics read earlier in the step of the same unchanged tensor, or None. `written`: the
 // tensor is a call's output, which may just have changed memory that entries know under other keys
 // (x.data.add_, whose version counter is not x's): those entries end.
-py::object seen_stats(State& s, const at::Tensor& t, bool written, std::string& key, const void*& memory) {
+Known seen_stats(State& s, const at::Tensor& t, bool written, std::string& key, const void*& memory) {
   key = contents_key(t, memory);
-  if (key.empty()) return py::object();
+  if (key.empty()) return Known{};
   if (written) {
     auto others = s.seen_by_memory.find(memory);
     if (others != s.seen_by_memory.end()) {
@@ -198,113 +230,205 @@ py::object seen_stats(State& s, const at::Tensor& t, bool written, std::string& 
     }
   }
   auto found = s.seen.find(key);
-  if (found == s.seen.end()) return py::object();
+  if (found == s.seen.end()) return Known{};
   if (found->second.first.expired()) {
     s.seen.erase(found);
-    return py::object();
+    return Known{};
   }
   return found->second.second;
 }
 
-void remember_stats(State& s, const at::Tensor& t, const std::string& key, const void* memory, py::object stats) {
+void remember_stats(State& s, const at::Tensor& t, const std::string& key, const void* memory, const Known& stats) {
   if (key.empty()) return;
-  s.seen.insert_or_assign(key, std::make_pair(c10::weak_intrusive_ptr<c10::TensorImpl>(t.getIntrusivePtr()), std::move(stats)));
+  s.seen.insert_or_assign(key, std::make_pair(c10::weak_intrusive_ptr<c10::TensorImpl>(t.getIntrusivePtr()), stats));
   auto& keys = s.seen_by_memory[memory];
   if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
   if (s.seen.size() > s.prune_at) prune_seen(s);
 }
 
-// (framework, dtype, shape, device, requires_grad, statistics, error) of one tensor, as TensorSummary
-py::object summarise_tensor(State& s, PyObject* obj, bool written) {
+// The record entry of one tensor, named `name` (the part after the call's name: "_input.0"); None when
+// its dtype is left out (filter_int). Statistics the kernel read are finished here (max, min, mean,
+// norm); the backend's own stay under "stats", for the writer to finish as the Python capture's are.
+py::object tensor_entry(State& s, PyObject* obj, const std::string& name, bool written) {
   const at::Tensor& t = THPVariable_Unpack(obj);
-  py::object dtype = py::none(), shape = py::none(), device = py::none(), stats = py::none();
-  py::object error = py::none();
-  py::object grad = py::bool_(false);
+  py::dict entry;
+  entry["name"] = name;
+  entry["type"] = "tensor";
   try {
-    dtype = dtype_name(s, t.scalar_type());
-    device = device_name(s, t);
-    grad = py::bool_(t.requires_grad());
+    py::object dtype = dtype_name(s, t.scalar_type());
+    if (PySet_Contains(s.skipped.ptr(), dtype.ptr()) == 1) return py::none();
+    entry["dtype"] = dtype;
     auto sizes = t.sizes();
-    py::tuple dims(sizes.size());
-    for (size_t i = 0; i < sizes.size(); ++i) dims[i] = py::int_(sizes[i]);
-    shape = dims;
-    bool read = false;
+    py::tuple shape(sizes.size());
+    for (size_t i = 0; i < sizes.size(); ++i) shape[i] = py::int_(sizes[i]);
+    // ints only: no cycle can pass through it. Untracked now, the entry (strings, numbers and this)
+    // stays out of the garbage collector's reach, which otherwise walks every held entry again and again
+    PyObject_GC_UnTrack(shape.ptr());
+    entry["shape"] = shape;
+    entry["device"] = device_name(s, t);
+    entry["requires_grad"] = py::bool_(t.requires_grad());
+    Known stats;
     std::string key;
     const void* memory = nullptr;
     if (!t.is_meta() && t.numel() == 0) {
-      stats = py::none();
-      read = true;
+      stats = Known{py::none(), true};
     } else {
       try {
-        py::object known = seen_stats(s, t, written, key, memory);
-        if (known) return s.summary_type(py::make_tuple("torch", dtype, shape, device, grad, known, error));
-        stats = kernel_stats(s, obj, t, read);
+        stats = seen_stats(s, t, written, key, memory);
+        if (!stats.value) stats = kernel_stats(s, obj, t);
       } catch (const c10::Error&) {
-        read = false;  // inside vmap, or no storage at all: the backend's statistics say what they can
+        stats = Known{};  // inside vmap, or no storage at all: the backend's statistics say what they can
         key.clear();
       }
+      if (!stats.value) stats = Known{s.python_stats(py::handle(obj)), false};
+      remember_stats(s, t, key, memory, stats);
     }
-    if (!read) stats = s.python_stats(py::handle(obj));
-    remember_stats(s, t, key, memory, stats);
+    if (!stats.finished) {
+      entry["stats"] = stats.value;
+    } else if (stats.value.is_none()) {
+      for (const char* field : {"max", "min", "mean", "norm"}) entry[field] = py::none();
+    } else {
+      py::tuple four = stats.value;
+      entry["max"] = four[0];
+      entry["min"] = four[1];
+      entry["mean"] = four[2];
+      entry["norm"] = four[3];
+    }
+    return std::move(entry);
   } catch (py::error_already_set& exc) {  // a meta or sparse tensor: the record says so
-    error = exc.value();
+    return py::dict(py::arg("name") = name, py::arg("type") = "tensor", py::arg("error") = described(exc));
   } catch (const c10::Error& exc) {
-    error = py::reinterpret_steal<py::object>(PyObject_CallFunction(PyExc_RuntimeError, "s", exc.what_without_backtrace()));
+    return py::dict(py::arg("name") = name, py::arg("type") = "tensor",
+                    py::arg("error") = std::string("RuntimeError: ") + exc.what_without_backtrace());
   }
-  py::tuple fields = py::make_tuple("torch", dtype, shape, device, grad, stats, error);
-  return s.summary_type(fields);
 }
 
-// The value with every tensor in it replaced by its summary; the value itself when it holds none.
-py::object summarise(State& s, PyObject* value, bool written) {
-  if (THPVariable_Check(value)) return summarise_tensor(s, value, written);
-  bool is_list = PyList_Check(value);
-  if (PyTuple_Check(value) || is_list) {
+bool plain(PyObject* value) {
+  return value == Py_None || PyLong_Check(value) || PyFloat_Check(value) || PyUnicode_Check(value);
+}
+
+std::string joined(const std::string& side, const std::vector<std::string>& path) {
+  std::string name = "_" + side;
+  for (size_t i = 0; i < path.size(); ++i) name += (i == 0 ? "." : ".") + path[i];
+  return name;
+}
+
+// Append the entries of one value to `out`, as the recorder's _describe names and spells them.
+void describe(State& s, PyObject* value, const std::string& side, std::vector<std::string>& path, bool written,
+              py::list& out) {
+  std::string name = joined(side, path);
+  if (THPVariable_Check(value)) {
+    py::object entry = tensor_entry(s, value, name, written);
+    if (!entry.is_none()) out.append(entry);
+    return;
+  }
+  if (plain(value)) {
+    py::dict entry;
+    entry["name"] = name;
+    entry["type"] = type_name(value);
+    entry["value"] = py::handle(value);
+    out.append(entry);
+    return;
+  }
+  if (value == Py_Ellipsis) {
+    out.append(py::dict(py::arg("name") = name, py::arg("type") = "ellipsis", py::arg("value") = "..."));
+    return;
+  }
+  if (PySlice_Check(value)) {
+    auto* slice = reinterpret_cast<PySliceObject*>(value);
+    PyObject* bounds[3] = {slice->start, slice->stop, slice->step};
+    if (plain(bounds[0]) && plain(bounds[1]) && plain(bounds[2])) {
+      py::list values;
+      for (PyObject* bound : bounds) values.append(py::handle(bound));
+      out.append(py::dict(py::arg("name") = name, py::arg("type") = "slice", py::arg("value") = values));
+      return;
+    }
+  } else if (PyTuple_Check(value) || PyList_Check(value)) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(value);
     PyObject** items = PySequence_Fast_ITEMS(value);
-    std::vector<py::object> made;
-    bool changed = false;
-    made.reserve(n);
+    if (n > s.longest_plain_list) {
+      bool all_plain = true;
+      for (Py_ssize_t i = 0; i < n && all_plain; ++i) all_plain = plain(items[i]);
+      if (all_plain) {
+        out.append(py::dict(py::arg("name") = name, py::arg("type") = type_name(value), py::arg("length") = n));
+        return;
+      }
+    }
     for (Py_ssize_t i = 0; i < n; ++i) {
-      py::object item = summarise(s, items[i], written);
-      changed = changed || item.ptr() != items[i];
-      made.push_back(std::move(item));
+      path.push_back(std::to_string(i));
+      describe(s, items[i], side, path, written, out);
+      path.pop_back();
     }
-    if (!changed) return py::reinterpret_borrow<py::object>(value);
-    if (is_list) {
-      py::list out(n);
-      for (Py_ssize_t i = 0; i < n; ++i) out[i] = made[i];
-      return out;
-    }
-    py::tuple out(n);
-    for (Py_ssize_t i = 0; i < n; ++i) out[i] = made[i];
-    return out;
-  }
-  if (PyDict_Check(value)) {
+    return;
+  } else if (PyDict_Check(value)) {
     PyObject *key, *item;
     Py_ssize_t pos = 0;
-    py::dict out;
-    bool changed = false;
     while (PyDict_Next(value, &pos, &key, &item)) {
-      py::object made = summarise(s, item, written);
-      changed = changed || made.ptr() != item;
-      out[py::handle(key)] = made;
+      path.push_back(py::str(key).cast<std::string>());
+      describe(s, item, side, path, written, out);
+      path.pop_back();
     }
-    if (!changed) return py::reinterpret_borrow<py::object>(value);
-    return out;
+    return;
   }
-  return py::reinterpret_borrow<py::object>(value);
+  // anything else (a dtype, a device, a slice of tensors, another framework's tensor): the recorder's own
+  py::tuple where(path.size());
+  for (size_t i = 0; i < path.size(); ++i) where[i] = py::str(path[i]);
+  py::list made = s.describe_value(side, where, py::handle(value));
+  for (auto entry : made) out.append(entry);
 }
 
-py::tuple summarise_grads(State& s, const torch::autograd::variable_list& grads, bool written) {
-  py::tuple out(grads.size());
+// The entries of a call's arguments: positional ones by index, keywords by name.
+py::list describe_arguments(State& s, PyObject* args, PyObject* kwargs) {
+  py::list out;
+  std::vector<std::string> path;
+  std::string side = "input";
+  Py_ssize_t n = PyTuple_GET_SIZE(args);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    path.assign(1, std::to_string(i));
+    describe(s, PyTuple_GET_ITEM(args, i), side, path, false, out);
+  }
+  if (kwargs != nullptr) {
+    PyObject *key, *item;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(kwargs, &pos, &key, &item)) {
+      path.assign(1, py::str(key).cast<std::string>());
+      describe(s, item, side, path, false, out);
+    }
+  }
+  return out;
+}
+
+// The entries of a call's output: each item of a tuple or list by index, else the one value unnumbered.
+py::list describe_output(State& s, PyObject* output) {
+  py::list out;
+  std::vector<std::string> path;
+  std::string side = "output";
+  if (PyTuple_Check(output) || PyList_Check(output)) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(output);
+    PyObject** items = PySequence_Fast_ITEMS(output);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      path.assign(1, std::to_string(i));
+      describe(s, items[i], side, path, true, out);
+    }
+  } else {
+    describe(s, output, side, path, true, out);
+  }
+  return out;
+}
+
+// The entries of a backward's gradients (None where autograd passed none), by index.
+py::list describe_grads(State& s, const torch::autograd::variable_list& grads, const std::string& side,
+                        bool written) {
+  py::list out;
+  std::vector<std::string> path;
   for (size_t i = 0; i < grads.size(); ++i) {
+    path.assign(1, std::to_string(i));
     if (!grads[i].defined()) {
-      out[i] = py::none();
+      describe(s, Py_None, side, path, written, out);
       continue;
     }
     py::object wrapped = py::reinterpret_steal<py::object>(THPVariable_Wrap(grads[i]));
-    out[i] = summarise_tensor(s, wrapped.ptr(), written);
+    describe(s, wrapped.ptr(), side, path, written, out);
   }
   return out;
 }
@@ -340,15 +464,15 @@ py::object stack_id(State& s) {
   return made;
 }
 
-// "TypeName: message" of a Python exception, without its traceback
-std::string described(py::error_already_set& exc) {
-  try {
-    std::string type = py::str(exc.type().attr("__name__")).cast<std::string>();
-    return type + ": " + py::str(exc.value()).cast<std::string>();
-  } catch (...) {
-    PyErr_Clear();
-    return "an exception in the capture";
+// Append one held call. Its lists and tuple hold entries of strings and numbers and nothing that could
+// lead back to them: they are taken out of the garbage collector's reach (thousands of them can wait
+// for the next module call, and a full collection would walk every one, again and again).
+void hold(State& s, py::tuple call) {
+  for (auto item : call) {
+    if (PyList_CheckExact(item.ptr())) PyObject_GC_UnTrack(item.ptr());
   }
+  PyObject_GC_UnTrack(call.ptr());
+  s.pending.append(call);
 }
 
 void fail(State& s, const char* what) {
@@ -383,9 +507,9 @@ struct BackwardHook : torch::autograd::FunctionPostHook {
     s.busy += 1;
     try {
       at::AutoGradMode no_grad(false);
-      py::tuple into = summarise_grads(s, grad_outputs, false);
-      py::tuple passed = summarise_grads(s, grad_inputs, true);
-      s.pending.append(py::make_tuple(1, call_, into, passed));
+      py::list into = describe_grads(s, grad_outputs, "input", false);
+      py::list passed = describe_grads(s, grad_inputs, "output", true);
+      hold(s, py::make_tuple(1, call_, into, passed));
     } catch (py::error_already_set& exc) {
       std::string what = described(exc);
       fail(s, what.c_str());
@@ -429,7 +553,9 @@ class Capture {
     s.names = py::dict();
     s.name_of = setup["name_of"];
     s.recorder = setup["recorder"];
-    s.summary_type = setup["summary_type"];
+    s.describe_value = setup["describe_value"];
+    s.skipped = setup["skipped_dtypes"];
+    s.longest_plain_list = setup["longest_plain_list"].cast<Py_ssize_t>();
     s.python_stats = setup["python_stats"];
     s.neutral_dtype = setup["dtype_name"];
     s.stack_here = setup["stack_here"];
@@ -491,12 +617,11 @@ class Capture {
     if (name.is_none()) return run(func, args, kw);
     bool grad = at::GradMode::is_enabled();
     int64_t call = s.next_call++;
-    py::object inputs, options, stack;
+    py::object inputs, stack;
     s.busy += 1;
     try {
       at::AutoGradMode no_grad(false);
-      inputs = summarise(s, args.ptr(), false);
-      options = kw == nullptr ? py::dict() : summarise(s, kw, false);
+      inputs = describe_arguments(s, args.ptr(), kw);
       stack = stack_id(s);
     } catch (py::error_already_set& exc) {
       s.busy -= 1;
@@ -512,7 +637,7 @@ class Capture {
     try {
       output = run(func, args, kw);
     } catch (...) {
-      s.pending.append(py::make_tuple(0, name, inputs, options, stack, s.raised, call));
+      hold(s, py::make_tuple(0, name, inputs, stack, s.raised, call));
       s.busy -= 1;
       throw;
     }
@@ -520,7 +645,7 @@ class Capture {
       py::object outputs;
       {
         at::AutoGradMode no_grad(false);
-        outputs = summarise(s, output.ptr(), true);
+        outputs = describe_output(s, output.ptr());
       }
       if (grad && s.backward) {
         auto node = made_node(args.ptr(), output.ptr());
@@ -529,7 +654,7 @@ class Capture {
           s.hooks.emplace_back(WeakNode(node), key);
         }
       }
-      s.pending.append(py::make_tuple(0, name, inputs, options, stack, outputs, call));
+      hold(s, py::make_tuple(0, name, inputs, stack, outputs, call));
     } catch (py::error_already_set& exc) {
       std::string what = described(exc);
       fail(s, what.c_str());
