@@ -7,11 +7,13 @@ fails these tests instead of letting the Python capture pass for both.
 from __future__ import annotations
 
 import functools
+import gc
 import logging
 import os
 import subprocess
 import sys
 import textwrap
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -193,6 +195,10 @@ def test_a_step_dumped_by_the_compiled_capture_is_bit_identical_and_leaves_nothi
     pending.sum().backward()  # the hook was removed: no record comes after stop()
     assert Path(tmp_path, "step0", "rank0", "dump.jsonl").read_text() == before
     assert "Torch_exp_0_backward" not in before
+    # the compiled side let go of the capture and its recorder: no cycle the collector cannot see through
+    gone = weakref.ref(captures.pop())
+    gc.collect()
+    assert gone() is None
 
 
 def test_an_error_inside_the_capture_warns_once_and_turns_the_dump_off(tmp_path, monkeypatch, caplog):

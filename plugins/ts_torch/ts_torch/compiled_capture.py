@@ -258,6 +258,7 @@ class CompiledCapture:
         finally:
             self._recorder.remove_pending(self.report)
             self._tokens.clear()
+            self._compiled.release()  # its references back to this capture and the recorder
 
     @property
     def hooks_held(self) -> int:

@@ -589,6 +589,24 @@ class Capture {
     s.seen_by_memory.clear();
   }
 
+  // Drop every Python object the state holds (the recorder, the capture's bound methods): they refer
+  // back to the Python capture that holds this object, a cycle the garbage collector cannot see through.
+  void release() {
+    State& s = *state_;
+    s.installed = false;
+    py::object none = py::none();
+    s.names = py::dict();
+    s.name_of = s.recorder = s.describe_value = s.python_stats = s.neutral_dtype = none;
+    s.stack_here = s.on_full = s.on_error = s.plain_types = s.raised = s.skipped = none;
+    s.pending = py::list();
+    s.stacks.clear();
+    s.held_codes.clear();
+    s.seen.clear();
+    s.seen_by_memory.clear();
+    s.dtype_names.clear();
+    s.device_names.clear();
+  }
+
   py::list take() {
     State& s = *state_;
     py::list taken = s.pending;
@@ -685,6 +703,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("install", &Capture::install)
       .def("remove", &Capture::remove)
       .def("take", &Capture::take)
+      .def("release", &Capture::release)
       .def("set_busy", &Capture::set_busy)
       .def("failed", &Capture::failed)
       .def("hooks_held", &Capture::hooks_held)
