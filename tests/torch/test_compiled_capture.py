@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import json
 import logging
 import os
 import subprocess
@@ -104,7 +105,23 @@ def _odd_values(x: torch.Tensor) -> torch.Tensor:
     return loss
 
 
-STEPS = {"cnn": _cnn_step, "encoder": _encoder_step, "odd": _odd_values_step}
+def _many_calls_step() -> Step:
+    """More calls than the compiled capture holds before it reports mid-module (2,048), no module at all."""
+    torch.manual_seed(0)
+    x = torch.randn(8, requires_grad=True)
+
+    def step() -> torch.Tensor:
+        y = x
+        for _ in range(1100):
+            y = torch.sin(y) * 1.0001
+        loss = y.sum()
+        loss.backward()
+        return loss
+
+    return step
+
+
+STEPS = {"cnn": _cnn_step, "encoder": _encoder_step, "odd": _odd_values_step, "many": _many_calls_step}
 
 
 def _dump(folder: Path, capture: str, run: str, monkeypatch: pytest.MonkeyPatch, **config: object) -> str:
@@ -117,7 +134,10 @@ def _dump(folder: Path, capture: str, run: str, monkeypatch: pytest.MonkeyPatch,
 
 
 def _files(folder: str) -> dict[str, str]:
-    return {name: Path(folder, name).read_text() for name in RECORD_FILES if Path(folder, name).exists()}
+    found = {name: Path(folder, name).read_text() for name in RECORD_FILES if Path(folder, name).exists()}
+    info = json.loads(Path(folder, "dump_info.json").read_text())
+    found["settings"] = json.dumps([info.get(k) for k in ("settings", "devices", "recorded_frameworks")])
+    return found
 
 
 def test_the_compiled_capture_builds_and_serves_a_statistics_dump(tmp_path, monkeypatch, caplog) -> None:
@@ -135,8 +155,9 @@ def test_the_compiled_capture_builds_and_serves_a_statistics_dump(tmp_path, monk
         {"level": "mix"},
         {"level": "L1", "stack": False},
         {"level": "L1", "filter_int": False},
+        {"level": "L1", "list": ["linear", "sin"]},
     ],
-    ids=["L1", "mix", "no-stack", "integers-kept"],
+    ids=["L1", "mix", "no-stack", "integers-kept", "api-list"],
 )
 def test_both_captures_write_the_same_records(tmp_path, monkeypatch, run, config) -> None:
     made = {c: _files(_dump(tmp_path / c, c, run, monkeypatch, **config)) for c in ("compiled", "python")}
@@ -144,7 +165,8 @@ def test_both_captures_write_the_same_records(tmp_path, monkeypatch, run, config
     assert compiled.keys() == python.keys()
     for name in compiled:
         assert compiled[name].splitlines() == python[name].splitlines(), name
-    assert compiled["dump.jsonl"].count("\n") > 10
+    if "list" not in config:
+        assert compiled["dump.jsonl"].count("\n") > 10
 
 
 def test_the_odd_values_are_recorded_as_the_python_capture_records_them(tmp_path, monkeypatch) -> None:
@@ -180,17 +202,14 @@ def test_a_step_dumped_by_the_compiled_capture_is_bit_identical_and_leaves_nothi
     x = torch.ones(3, requires_grad=True)
     debugger.start()
     pending = torch.exp(x)  # its grad_fn hooked, backward never run while dumping
+    assert compiled_capture.extension().Capture.post_hooks_on(pending) == 1
     dumped = step()
     assert captures and captures[0].hooks_held > 10
     debugger.stop()
     assert dumped.item() == plain.item() and torch.equal(torch.get_rng_state(), rng)
     assert torch._C._len_torch_function_stack() == 0
     assert captures[0].hooks_held == 0
-    assert (
-        pending.grad_fn is not None and not pending.grad_fn._post_hooks()
-        if hasattr(pending.grad_fn, "_post_hooks")
-        else True
-    )
+    assert compiled_capture.extension().Capture.post_hooks_on(pending) == 0  # taken off the graph
     before = Path(tmp_path, "step0", "rank0", "dump.jsonl").read_text()
     pending.sum().backward()  # the hook was removed: no record comes after stop()
     assert Path(tmp_path, "step0", "rank0", "dump.jsonl").read_text() == before
@@ -205,11 +224,13 @@ def test_an_error_inside_the_capture_warns_once_and_turns_the_dump_off(tmp_path,
     plain = _cnn_step()()
     calls = []
 
-    def failing(self: DumpRecorder) -> int | None:
+    original = DumpRecorder.stack_here
+
+    def failing(self: DumpRecorder) -> object:
         calls.append(1)
         if len(calls) > 2:
             raise RuntimeError("planted")
-        return 0
+        return original(self)
 
     monkeypatch.setattr(DumpRecorder, "stack_here", failing)
     caplog.set_level(logging.WARNING)
@@ -293,3 +314,17 @@ def test_a_capture_built_earlier_loads_without_importing_a_build_tool(tmp_path, 
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_a_backward_under_compiled_autograd_runs_and_says_what_is_missing(tmp_path, monkeypatch, caplog):
+    from torch._dynamo import compiled_autograd
+
+    monkeypatch.setenv(compiled_capture.CHOICE_VARIABLE, "compiled")
+    caplog.set_level(logging.WARNING)
+    x = torch.randn(4, requires_grad=True)
+    with ts.dump.Debugger(task="statistics", dump_path=str(tmp_path)):
+        loss = (torch.sin(x) * 2).sum()
+        with compiled_autograd._enable(torch.compile(backend="eager")):
+            loss.backward()  # torch's default for a C++ hook here raises: the step must not see it
+    assert torch.allclose(x.grad, 2 * torch.cos(x))
+    assert any("compiled autograd" in r.getMessage() for r in caplog.records)

@@ -99,7 +99,7 @@ class ApiRecorder(Protocol):
         ...
 
     def begin_described(
-        self, prefix: str, api: str, inputs: list[dict[str, Any]], *, stack: int | None, framework: str
+        self, prefix: str, api: str, inputs: list[dict[str, Any]], *, stack: Any, framework: str
     ) -> Any:
         """:meth:`begin` for a call described at the call and reported now (see the module's text)."""
         ...
@@ -122,13 +122,22 @@ class ApiRecorder(Protocol):
         """Record the call of ``token``, which returned ``output`` (framework tensors, as returned)."""
         ...
 
-    def stack_here(self) -> int | None:
-        """Return the id of the stack that called the caller (a compiled capture asks once per new stack).
+    def stack_here(self) -> Any:
+        """Take the stack that called the caller (a compiled capture asks once per new stack); None if none.
 
-        None when the dump records no stacks. Call it from the frame of the capture that the
-        framework called, with no Python frame of the capture between: the stack is read from
-        the caller's caller.
+        Hand what it returns to :meth:`begin_described` as ``stack``. Call it from the frame of the
+        capture that the framework called, with no Python frame of the capture between: the
+        stack is read from the caller's caller.
         """
+        ...
+
+    @property
+    def noted_devices(self) -> set[str]:
+        """The devices whose settings the recorder has read (a set that stays the same object)."""
+        ...
+
+    def note_device(self, framework: str, device: str) -> None:
+        """Read the settings of a device not in :attr:`noted_devices`, at the call that met it."""
         ...
 
     def add_pending(self, report: Any) -> None:

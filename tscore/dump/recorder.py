@@ -182,6 +182,8 @@ class DumpRecorder:
         self._internal = plugin_packages() | {__name__.partition(".")[0]}
         # what compiled captures call to report the calls they hold (ApiRecorder.add_pending)
         self._pending: list[Callable[[], None]] = []
+        # settings a compiled capture had read at a call, by device, until a recorded entry is there
+        self._settings_read: dict[str, tuple[str, list[dict[str, Any]]]] = {}
         compiled_kernel()  # the statistics' kernel loaded now, not inside the step's first statistics
 
     # ------------------------------------------------------------ switches
@@ -254,8 +256,8 @@ class DumpRecorder:
     ) -> CallToken | None:
         """Count a call before it runs; keep what its record needs of the inputs (None: not dumped).
 
-        :param stack: the calling stack's id when a capture took it at the call (:meth:`stack_here`);
-            by default the recorder reads the stack itself.
+        :param stack: what :meth:`stack_here` gave at the call, when a capture took it then; by
+            default the recorder reads the stack itself.
         """
         if self._pending and isinstance(stack, str):  # reported as it goes: the held calls came first
             self.report_pending()
@@ -281,23 +283,27 @@ class DumpRecorder:
         module, key = self._provenance(f"{prefix}.{api}")
         if isinstance(stack, str):
             stack = self._stack(3) if self.stack_at_begin else None
+        elif stack is not None:  # what stack_here took at the call: stored now that the call is dumped
+            stack = self._stack_id(stack)
         return CallToken(name, key, module, stack, [], record=wanted)
 
     def begin_described(
-        self, prefix: str, api: str, inputs: list[dict[str, Any]], *, stack: int | None, framework: str
+        self, prefix: str, api: str, inputs: list[dict[str, Any]], *, stack: Any, framework: str
     ) -> CallToken | None:
         """:meth:`begin` for a call a compiled capture described at the call and reports now.
 
         :param inputs: the entries of its arguments as :meth:`_describe` makes them, each named by
             what follows the call's name (``"_input.0"``).
-        :param stack: the id :meth:`stack_here` gave at the call.
+        :param stack: what :meth:`stack_here` gave at the call.
         :param framework: the framework whose tensors these were (its settings are recorded).
         """
         token = self._open(prefix, api, stack)
         if token is not None:
             token.framework = framework
-            if token.record and not self.stack_only and self._keeps["forward", "input"]:
-                token.inputs = self._named(token.name.ptdbg, inputs, framework)
+            if token.record:
+                self._ops.frameworks.add(framework)  # a recorded call: its tensors are this framework's
+                if not self.stack_only and self._keeps["forward", "input"]:
+                    token.inputs = self._named(token.name.ptdbg, inputs, framework)
         return token
 
     def end_described(self, token: CallToken, outputs: list[dict[str, Any]]) -> None:
@@ -338,13 +344,33 @@ class DumpRecorder:
         return out
 
     def _named(self, call: str, entries: list[dict[str, Any]], framework: str) -> list[dict[str, Any]]:
-        """Prefix described entries' names with the call's; note the settings of devices first met."""
+        """Prefix described entries' names with the call's; keep the settings read for their devices."""
         for entry in entries:
             entry["name"] = call + entry["name"]
-            device = entry.get("device")
-            if device is not None and device not in self._noted:
-                self._note_settings(self._ops.for_framework(framework), device)
+            if "error" in entry:  # a tensor it could not read: where it was, for the settings alone
+                device = entry.pop("_device", None)
+                if device is not None and device in self._settings_read:
+                    self._keep_settings(device, *self._settings_read.pop(device))
+        if self._settings_read:  # kept, as the Python capture keeps them, once a recorded tensor is there
+            for entry in entries:
+                read = self._settings_read.pop(entry.get("device"), None)  # type: ignore[arg-type]
+                if read is not None:
+                    self._keep_settings(entry["device"], *read)
         return entries
+
+    @property
+    def noted_devices(self) -> set[str]:
+        """The devices whose settings were read since the model's call began (the set itself, kept)."""
+        return self._noted
+
+    def note_device(self, framework: str, device: str) -> None:
+        """Read the settings of ``device`` now, at a call a compiled capture saw first there.
+
+        They are kept once a recorded entry has a tensor there (a call the filters leave out
+        records none).
+        """
+        self._noted.add(device)
+        self._settings_read[device] = self._read_settings(self._ops.for_framework(framework), device)
 
     def count(self, prefix: str, api: str) -> int:
         """Count one call of ``prefix_api`` and return its index (the names stay those of the whole run)."""
@@ -401,6 +427,8 @@ class DumpRecorder:
 
     def end(self, token: CallToken, output: Any) -> None:
         """Record a call that returned ``output``."""
+        if self._pending:  # another capture reports as it goes: the held calls came first
+            self.report_pending()
         if token.kernel is not None:
             self._kernels.remove(token.kernel)
             self._leave(token.kernel)
@@ -419,6 +447,8 @@ class DumpRecorder:
         :param grad_outputs: the gradients that flowed into the call's outputs: the backward's inputs.
         :param grad_inputs: the gradients the call passed to its inputs: the backward's outputs.
         """
+        if self._pending:
+            self.report_pending()
         if not self.active:
             return
         name = CallName(token.name.prefix, token.name.api, token.name.index, "backward")
@@ -432,15 +462,16 @@ class DumpRecorder:
                 outputs = self._values(name.ptdbg, "output", grad_inputs)
         self._emit(token, name, inputs, outputs)
 
-    def stack_here(self) -> int | None:
-        """Return the id of the stack that called the caller: a compiled capture asks once per new stack.
+    def stack_here(self) -> Any:
+        """Take the stack that called the caller (a compiled capture asks once per new stack); None if none.
 
-        None when the config records no stacks. The caller is the capture the framework called
+        What it returns is handed back as ``begin_described``'s ``stack``: the stack is stored, and
+        given its id, only for a call that is dumped. The caller is the capture the framework called
         from the user's code, with no Python frame between.
         """
         if not self.config.stack:
             return None
-        return self._stack_id(self._stack_snapshot(2))
+        return self._stack_snapshot(2)
 
     def add_pending(self, report: Callable[[], None]) -> None:
         """Call ``report()`` (a compiled capture's) before a module is entered or left, and at the end."""
@@ -707,14 +738,22 @@ class DumpRecorder:
 
         Taken inside the step, so a setting that holds only there (autocast) shows.
         """
-        self._devices.add(device)
         self._noted.add(device)
+        self._keep_settings(device, *self._read_settings(ops, device))
+
+    @staticmethod
+    def _read_settings(ops: TensorOps, device: str) -> tuple[str, list[dict[str, Any]]]:
+        """Read the settings that change numbers on ``device``; return where (``torch cpu``) and them."""
         where = f"{ops.framework} {device}".strip()
         try:
-            found = ops.settings(device)
+            return where, ops.settings(device)
         except Exception as exc:  # a backend that cannot say: the dump goes on without them
             log.warning("dump: the settings of %s could not be read: %s", where, exc)
-            return
+            return where, []
+
+    def _keep_settings(self, device: str, where: str, found: list[dict[str, Any]]) -> None:
+        """Count ``device`` among the recorded ones and keep its settings (none: nothing to keep)."""
+        self._devices.add(device)
         if found:
             self.settings[where] = found
 
@@ -782,6 +821,8 @@ class DumpRecorder:
 
     def wants_kernel(self, name: CallName) -> bool:
         """Whether a kernel call of a compiled step is recorded (the config's filters, as for an API call)."""
+        if self._pending:
+            self.report_pending()
         self.calls += 1
         if not self.active or not self._direction_wanted(name.direction):
             return False
@@ -804,6 +845,8 @@ class DumpRecorder:
         extra: Mapping[str, Any],
     ) -> None:
         """Write the record of one kernel call (:mod:`tscore.dump.native`): no stack, its graph's names."""
+        if self._pending:
+            self.report_pending()
         key = f"{module or OUTSIDE}#0/{name.prefix}.{name.api}#{name.index}"
         self._emit(CallToken(name, key, module or OUTSIDE, None, []), name, inputs, outputs, extra)
 

@@ -172,13 +172,12 @@ class TensorDispatch:
         self.frameworks: set[str] = set()  # of the tensors met: which framework the dump recorded
 
     def for_framework(self, framework: str) -> TensorOps:
-        """Return the ops of ``framework``'s tensors for what needs no tensor (its settings), and count it."""
+        """Return the ops of ``framework``'s tensors for what needs no tensor (its settings)."""
         ops = self._frameworks.get(framework)
         if ops is None:
             backend = next((b for b in get_plugin_manager().backends() if b.framework == framework), None)
             ops = self._frameworks[framework] = TensorOps(backend)
             ops.framework = framework
-            self.frameworks.add(framework)
         return ops
 
     def of(self, value: Any) -> TensorOps | None:

@@ -219,6 +219,9 @@ class CompiledCapture:
                 "name_of": api_name,
                 "recorder": recorder,
                 "describe_value": recorder.describe_value,
+                "noted_devices": recorder.noted_devices,
+                "note_device": recorder.note_device,
+                "framework": self._framework,
                 "skipped_dtypes": set(rules["skipped_dtypes"]),
                 "longest_plain_list": int(rules["longest_plain_list"]),
                 "python_stats": backend.tensor_stats,
@@ -247,18 +250,28 @@ class CompiledCapture:
 
     def remove(self) -> None:
         """Pop the mode, remove every ``grad_fn`` hook not yet fired, and report the calls still held."""
-        if self._installed:
-            self._installed = False
-            mode, self._mode = self._mode, None
-            mode.__exit__(None, None, None)
-            mode.unbind()
-        self._compiled.remove()
         try:
-            self.report()
+            if self._installed:
+                self._installed = False
+                mode, self._mode = self._mode, None
+                try:
+                    mode.__exit__(None, None, None)
+                finally:
+                    mode.unbind()
         finally:
-            self._recorder.remove_pending(self.report)
-            self._tokens.clear()
-            self._compiled.release()  # its references back to this capture and the recorder
+            self._compiled.remove()
+            try:
+                self.report()
+            finally:
+                self._recorder.remove_pending(self.report)
+                self._tokens.clear()
+                if self._compiled.under_compiled_autograd():
+                    log.warning(
+                        "dump: a backward ran under compiled autograd, which the compiled capture does not "
+                        "see into: its backward records are missing. Set %s=python to record them",
+                        CHOICE_VARIABLE,
+                    )
+                self._compiled.release()  # its references back to this capture and the recorder
 
     @property
     def hooks_held(self) -> int:
@@ -282,11 +295,14 @@ class CompiledCapture:
                     recorder.end_described(token, outputs)
                     if self._backward:
                         tokens[number] = token
-                else:
+                elif call[0] == 1:
                     _, number, into_outputs, into_inputs = call
                     token = tokens.get(number)
                     if token is not None:
                         recorder.backward_described(token, into_outputs, into_inputs)
+                else:  # the calls whose grad_fn autograd has freed: no backward can reach them now
+                    for number in call[1]:
+                        tokens.pop(number, None)
         finally:
             self._compiled.set_busy(-1)
 

@@ -82,7 +82,8 @@ struct State {
   py::object on_error;        // (message) -> None
   py::object plain_types;     // (torch.Tensor, nn.Parameter): the kernel reads only these
   py::object raised;          // the marker of a call that raised
-  py::list pending;
+  py::object pending;         // the held calls (a list)
+  py::object framework;       // the backend's name, for the recorder's device settings
   StatsKernel kernel = nullptr;
   bool backward = false;
   bool installed = false;
@@ -99,7 +100,13 @@ struct State {
   std::unordered_map<int, int> codes;  // the kernel's dtype codes, by ScalarType
   std::unordered_map<int, py::object> dtype_names;
   std::unordered_map<std::string, py::object> device_names;
-  std::vector<std::pair<WeakNode, uintptr_t>> hooks;
+  // the grad_fn hooks added: node, the key to remove the hook by, the call it reports
+  std::vector<std::tuple<WeakNode, uintptr_t, int64_t>> hooks;
+  size_t prune_hooks_at = kPruneAt;
+  int in_hook = 0;                 // > 0 while a BackwardHook runs: no hook is removed then
+  bool under_compiled_autograd = false;  // a backward ran under compiled autograd: its calls went unseen
+  py::object noted;                // the recorder's set of devices whose settings it has read
+  py::object note_device;          // (framework, device) -> None: read a device's settings now
 };
 
 int kernel_code(const State& s, at::ScalarType type) {
@@ -254,6 +261,7 @@ py::object tensor_entry(State& s, PyObject* obj, const std::string& name, bool w
   py::dict entry;
   entry["name"] = name;
   entry["type"] = "tensor";
+  py::object device = py::none();  // an error entry carries it as "_device", which the recorder takes off
   try {
     py::object dtype = dtype_name(s, t.scalar_type());
     if (PySet_Contains(s.skipped.ptr(), dtype.ptr()) == 1) return py::none();
@@ -265,7 +273,11 @@ py::object tensor_entry(State& s, PyObject* obj, const std::string& name, bool w
     // stays out of the garbage collector's reach, which otherwise walks every held entry again and again
     PyObject_GC_UnTrack(shape.ptr());
     entry["shape"] = shape;
-    entry["device"] = device_name(s, t);
+    device = device_name(s, t);
+    entry["device"] = device;
+    if (s.noted && PySet_Contains(s.noted.ptr(), device.ptr()) == 0) {
+      s.note_device(s.framework, device);  // its settings (autocast ...) as they are at the call
+    }
     entry["requires_grad"] = py::bool_(t.requires_grad());
     Known stats;
     std::string key;
@@ -296,10 +308,12 @@ py::object tensor_entry(State& s, PyObject* obj, const std::string& name, bool w
     }
     return std::move(entry);
   } catch (py::error_already_set& exc) {  // a meta or sparse tensor: the record says so
-    return py::dict(py::arg("name") = name, py::arg("type") = "tensor", py::arg("error") = described(exc));
+    return py::dict(py::arg("name") = name, py::arg("type") = "tensor", py::arg("error") = described(exc),
+                    py::arg("_device") = device);
   } catch (const c10::Error& exc) {
     return py::dict(py::arg("name") = name, py::arg("type") = "tensor",
-                    py::arg("error") = std::string("RuntimeError: ") + exc.what_without_backtrace());
+                    py::arg("error") = std::string("RuntimeError: ") + exc.what_without_backtrace(),
+                    py::arg("_device") = device);
   }
 }
 
@@ -472,7 +486,21 @@ void hold(State& s, py::tuple call) {
     if (PyList_CheckExact(item.ptr())) PyObject_GC_UnTrack(item.ptr());
   }
   PyObject_GC_UnTrack(call.ptr());
-  s.pending.append(call);
+  if (PyList_Append(s.pending.ptr(), call.ptr()) < 0) throw py::error_already_set();
+}
+
+// Forget the hooks of nodes autograd has freed, and tell Python which calls they reported (their
+// tokens go): a long step keeps only what a live graph can still reach.
+void prune_hooks(State& s) {
+  py::list dead;
+  auto kept = std::remove_if(s.hooks.begin(), s.hooks.end(), [&](const auto& hook) {
+    if (!std::get<0>(hook).expired()) return false;
+    dead.append(std::get<2>(hook));
+    return true;
+  });
+  s.hooks.erase(kept, s.hooks.end());
+  s.prune_hooks_at = std::max(kPruneAt, 2 * s.hooks.size());
+  if (PyList_GET_SIZE(dead.ptr()) > 0) hold(s, py::make_tuple(2, dead));
 }
 
 void fail(State& s, const char* what) {
@@ -505,6 +533,7 @@ struct BackwardHook : torch::autograd::FunctionPostHook {
     State& s = *state_;
     if (!s.installed || s.failed) return grad_inputs;
     s.busy += 1;
+    s.in_hook += 1;
     try {
       at::AutoGradMode no_grad(false);
       py::list into = describe_grads(s, grad_outputs, "input", false);
@@ -516,8 +545,15 @@ struct BackwardHook : torch::autograd::FunctionPostHook {
     } catch (const std::exception& exc) {
       fail(s, exc.what());
     }
+    s.in_hook -= 1;
     s.busy -= 1;
     return grad_inputs;
+  }
+
+  // Under compiled autograd the hook is not traced into the graph (the backward's calls go unseen,
+  // which remove() reports): torch's default here raises, and would stop the user's backward.
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs&) const override {
+    state_->under_compiled_autograd = true;
   }
 
  private:
@@ -554,6 +590,10 @@ class Capture {
     s.name_of = setup["name_of"];
     s.recorder = setup["recorder"];
     s.describe_value = setup["describe_value"];
+    s.noted = setup["noted_devices"];
+    s.note_device = setup["note_device"];
+    s.framework = setup["framework"];
+    s.pending = py::list();
     s.skipped = setup["skipped_dtypes"];
     s.longest_plain_list = setup["longest_plain_list"].cast<Py_ssize_t>();
     s.python_stats = setup["python_stats"];
@@ -576,11 +616,15 @@ class Capture {
   void install() { state_->installed = true; }
 
   // Stop reporting and remove every grad_fn hook not yet fired.
+  // Stop reporting and remove every grad_fn hook not yet gone. From inside one of the hooks (stop()
+  // called in a tensor hook) they stay, doing nothing: autograd is walking the list they are in.
   void remove() {
     State& s = *state_;
     s.installed = false;
-    for (auto& [weak, key] : s.hooks) {
-      if (auto node = Weak<NodePtr>::lock(weak)) node->del_post_hook(key);
+    if (s.in_hook == 0) {
+      for (auto& [weak, key, call] : s.hooks) {
+        if (auto node = Weak<NodePtr>::lock(weak)) node->del_post_hook(key);
+      }
     }
     s.hooks.clear();
     s.stacks.clear();
@@ -594,11 +638,13 @@ class Capture {
   void release() {
     State& s = *state_;
     s.installed = false;
-    py::object none = py::none();
-    s.names = py::dict();
-    s.name_of = s.recorder = s.describe_value = s.python_stats = s.neutral_dtype = none;
-    s.stack_here = s.on_full = s.on_error = s.plain_types = s.raised = s.skipped = none;
-    s.pending = py::list();
+    // null handles, not None: a hook left on a live graph may free the state on a thread without the GIL
+    for (py::object* held : {&s.names, &s.name_of, &s.recorder, &s.describe_value, &s.python_stats,
+                             &s.neutral_dtype, &s.stack_here, &s.on_full, &s.on_error, &s.plain_types,
+                             &s.raised, &s.skipped, &s.noted, &s.note_device}) {
+      *held = py::object();
+    }
+    s.pending = s.framework = py::object();
     s.stacks.clear();
     s.held_codes.clear();
     s.seen.clear();
@@ -607,22 +653,32 @@ class Capture {
     s.device_names.clear();
   }
 
-  py::list take() {
+  py::object take() {
     State& s = *state_;
-    py::list taken = s.pending;
+    if (!s.pending) return py::list();
+    py::object taken = s.pending;
     s.pending = py::list();
     return taken;
   }
 
   void set_busy(int delta) { state_->busy += delta; }
+  bool under_compiled_autograd() const { return state_->under_compiled_autograd; }
+
+  // How many post hooks the grad_fn of `tensor` holds (what the tests check after stop())
+  static size_t post_hooks_on(py::handle tensor) {
+    if (!THPVariable_Check(tensor.ptr())) return 0;
+    auto node = THPVariable_Unpack(tensor.ptr()).grad_fn();
+    return node ? node->post_hooks().size() : 0;
+  }
   bool failed() const { return state_->failed; }
   size_t hooks_held() const { return state_->hooks.size(); }
 
   py::object call(py::handle mode, py::handle func, py::handle types, py::handle args, py::handle kwargs) {
     State& s = *state_;
-    PyObject* kw = (kwargs.ptr() == Py_None || !PyDict_Check(kwargs.ptr()) || PyDict_GET_SIZE(kwargs.ptr()) == 0)
-                       ? nullptr
-                       : kwargs.ptr();
+    py::object options;  // a mapping that is no dict (torch passes dicts) is run as a dict of it
+    if (kwargs.ptr() != Py_None && !PyDict_Check(kwargs.ptr())) options = py::dict(py::reinterpret_borrow<py::object>(kwargs));
+    PyObject* kw = options ? options.ptr()
+                           : (kwargs.ptr() == Py_None || PyDict_GET_SIZE(kwargs.ptr()) == 0) ? nullptr : kwargs.ptr();
     if (!s.installed || s.failed || s.busy || recorder_busy(s)) return run(func, args, kw);
     PyObject* named = PyDict_GetItem(s.names.ptr(), func.ptr());  // borrowed
     py::object name;
@@ -669,7 +725,8 @@ class Capture {
         auto node = made_node(args.ptr(), output.ptr());
         if (node) {
           uintptr_t key = node->add_post_hook(std::make_unique<BackwardHook>(state_, call));
-          s.hooks.emplace_back(WeakNode(node), key);
+          s.hooks.emplace_back(WeakNode(node), key, call);
+          if (s.hooks.size() > s.prune_hooks_at) prune_hooks(s);
         }
       }
       hold(s, py::make_tuple(0, name, inputs, stack, outputs, call));
@@ -680,7 +737,14 @@ class Capture {
       fail(s, exc.what());
     }
     s.busy -= 1;
-    if (PyList_GET_SIZE(s.pending.ptr()) >= kFlushAt && !s.failed) s.on_full();
+    if (!s.failed && PyList_GET_SIZE(s.pending.ptr()) >= kFlushAt) {
+      try {
+        s.on_full();
+      } catch (py::error_already_set& exc) {  // the call ran: its output goes back, the dump stops
+        std::string what = described(exc);
+        fail(s, what.c_str());
+      }
+    }
     return output;
   }
 
@@ -704,6 +768,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("remove", &Capture::remove)
       .def("take", &Capture::take)
       .def("release", &Capture::release)
+      .def("under_compiled_autograd", &Capture::under_compiled_autograd)
+      .def_static("post_hooks_on", &Capture::post_hooks_on)
       .def("set_busy", &Capture::set_busy)
       .def("failed", &Capture::failed)
       .def("hooks_held", &Capture::hooks_held)
