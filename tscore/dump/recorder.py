@@ -321,18 +321,7 @@ class DumpRecorder:
         self, token: CallToken, into_outputs: list[dict[str, Any]], into_inputs: list[dict[str, Any]]
     ) -> None:
         """:meth:`backward` for a call :meth:`begin_described` opened, its gradients described."""
-        if not self.active:
-            return
-        name = CallName(token.name.prefix, token.name.api, token.name.index, "backward")
-        if not self._direction_wanted("backward") or not self._filter.wants(name):
-            return
-        inputs = outputs = []
-        if not self.stack_only:
-            if self._keeps["backward", "input"]:
-                inputs = self._named(name.ptdbg, into_outputs, token.framework)
-            if self._keeps["backward", "output"]:
-                outputs = self._named(name.ptdbg, into_inputs, token.framework)
-        self._emit(token, name, inputs, outputs)
+        self._record_backward(token, into_outputs, into_inputs, described=True)
 
     def describe_value(self, side: str, path: tuple[str, ...], value: Any) -> list[dict[str, Any]]:
         """Return the entries of one argument or output, named by what follows the call's name.
@@ -449,6 +438,12 @@ class DumpRecorder:
         """
         if self._pending:
             self.report_pending()
+        self._record_backward(token, grad_outputs, grad_inputs, described=False)
+
+    def _record_backward(
+        self, token: CallToken, into_outputs: Any, into_inputs: Any, *, described: bool
+    ) -> None:
+        """Write a call's backward record: gradients as values, or as a compiled capture described them."""
         if not self.active:
             return
         name = CallName(token.name.prefix, token.name.api, token.name.index, "backward")
@@ -456,10 +451,18 @@ class DumpRecorder:
             return
         inputs = outputs = []
         if not self.stack_only:
-            if self._keeps["backward", "input"]:
-                inputs = self._values(name.ptdbg, "input", grad_outputs)
-            if self._keeps["backward", "output"]:
-                outputs = self._values(name.ptdbg, "output", grad_inputs)
+            for side, grads in (("input", into_outputs), ("output", into_inputs)):
+                if not self._keeps["backward", side]:
+                    continue
+                entries = (
+                    self._named(name.ptdbg, grads, token.framework)
+                    if described
+                    else self._values(name.ptdbg, side, grads)
+                )
+                if side == "input":
+                    inputs = entries
+                else:
+                    outputs = entries
         self._emit(token, name, inputs, outputs)
 
     def stack_here(self) -> Any:

@@ -513,6 +513,21 @@ void fail(State& s, const char* what) {
   }
 }
 
+// Run the capture's own work; an exception in it becomes one warning and the dump ends (false).
+template <class Work>
+bool guarded(State& s, Work&& work) {
+  try {
+    work();
+    return true;
+  } catch (py::error_already_set& exc) {
+    std::string what = described(exc);
+    fail(s, what.c_str());
+  } catch (const std::exception& exc) {
+    fail(s, exc.what());
+  }
+  return false;
+}
+
 bool recorder_busy(State& s) {
   PyObject* busy = PyObject_GetAttrString(s.recorder.ptr(), "busy");
   if (busy == nullptr) {
@@ -534,17 +549,12 @@ struct BackwardHook : torch::autograd::FunctionPostHook {
     if (!s.installed || s.failed) return grad_inputs;
     s.busy += 1;
     s.in_hook += 1;
-    try {
+    guarded(s, [&] {
       at::AutoGradMode no_grad(false);
       py::list into = describe_grads(s, grad_outputs, "input", false);
       py::list passed = describe_grads(s, grad_inputs, "output", true);
       hold(s, py::make_tuple(1, call_, into, passed));
-    } catch (py::error_already_set& exc) {
-      std::string what = described(exc);
-      fail(s, what.c_str());
-    } catch (const std::exception& exc) {
-      fail(s, exc.what());
-    }
+    });
     s.in_hook -= 1;
     s.busy -= 1;
     return grad_inputs;
@@ -693,18 +703,13 @@ class Capture {
     int64_t call = s.next_call++;
     py::object inputs, stack;
     s.busy += 1;
-    try {
+    bool described_inputs = guarded(s, [&] {
       at::AutoGradMode no_grad(false);
       inputs = describe_arguments(s, args.ptr(), kw);
       stack = stack_id(s);
-    } catch (py::error_already_set& exc) {
+    });
+    if (!described_inputs) {
       s.busy -= 1;
-      std::string what = described(exc);
-      fail(s, what.c_str());
-      return run(func, args, kw);
-    } catch (const std::exception& exc) {
-      s.busy -= 1;
-      fail(s, exc.what());
       return run(func, args, kw);
     }
     py::object output;
@@ -715,7 +720,7 @@ class Capture {
       s.busy -= 1;
       throw;
     }
-    try {
+    guarded(s, [&] {
       py::object outputs;
       {
         at::AutoGradMode no_grad(false);
@@ -730,20 +735,10 @@ class Capture {
         }
       }
       hold(s, py::make_tuple(0, name, inputs, stack, outputs, call));
-    } catch (py::error_already_set& exc) {
-      std::string what = described(exc);
-      fail(s, what.c_str());
-    } catch (const std::exception& exc) {
-      fail(s, exc.what());
-    }
+    });
     s.busy -= 1;
     if (!s.failed && PyList_GET_SIZE(s.pending.ptr()) >= kFlushAt) {
-      try {
-        s.on_full();
-      } catch (py::error_already_set& exc) {  // the call ran: its output goes back, the dump stops
-        std::string what = described(exc);
-        fail(s, what.c_str());
-      }
+      guarded(s, [&] { s.on_full(); });  // the call ran: its output goes back even if reporting fails
     }
     return output;
   }
