@@ -31,6 +31,7 @@ import os
 import re
 import socket
 import threading
+import time
 from dataclasses import dataclass
 
 try:
@@ -47,6 +48,9 @@ LOCK_NAME = re.compile(rf"^{_WRITER}\.lock$")
 
 _lock = threading.Lock()
 _claims: dict[tuple[int, str], int] = {}  # (pid, folder) -> fd of the held lock file (-1: none)
+_IMPORT_PID = os.getpid()
+_IMPORTED = time.time()  # where the kernel cannot say when this process started: an upper bound
+_started: dict[int, float] = {}  # pid -> the wall-clock time this process started
 
 
 def _host_id(name: str) -> str:
@@ -63,6 +67,39 @@ _host = _host_id(socket.gethostname())
 def writer_id() -> str:
     """Return this process's writer id, ``{host}-{pid}`` (computed per call: a forked child has its own)."""
     return f"{_host}-{os.getpid()}"
+
+
+def _start_from_proc() -> float | None:
+    """Read when this process started from ``/proc`` (Linux), to a clock tick; None elsewhere.
+
+    ``/proc/self/stat`` gives the start in clock ticks since boot and ``/proc/uptime`` the time since boot
+    now; both count on the same clock, so the start is ``now - (uptime - start)``, good to a tick (10 ms),
+    where ``/proc/stat``'s boot time alone would be good to a second.
+    """
+    try:
+        with open("/proc/self/stat", "rb") as stream:
+            stat = stream.read()
+        with open("/proc/uptime", "rb") as stream:
+            uptime = float(stream.read().split()[0])
+        now = time.time()
+        ticks = int(stat[stat.rindex(b")") + 2 :].split()[19])  # field 22, counted after the name
+        return now - (uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def process_started() -> float:
+    """Return when this process started, as ``time.time()`` counts (a forked child: when it was forked).
+
+    Where the kernel cannot say (not Linux), the time tscore was imported (in a forked child, the
+    first call), which is later: files that another process wrote in between then count as older.
+    """
+    pid = os.getpid()
+    started = _started.get(pid)
+    if started is None:
+        fallback = _IMPORTED if pid == _IMPORT_PID else time.time()
+        started = _started[pid] = _start_from_proc() or fallback
+    return started
 
 
 def temp_name(final_name: str, serial: int) -> str:

@@ -163,31 +163,51 @@ def _recorded_writer(folder: str, file: str) -> str | None:
         return owners.get(file) or None
 
 
-def _taken_by_another(folder: str, file: str) -> list[str]:
-    """Return the live processes (other than this one) that own ``folder/file`` now, or [] to replace it.
+def _written_since_start(path: str) -> bool:
+    """Say whether the file at ``path`` was last written after this process started.
 
-    A file is replaced when no other process writes the folder, or when the
-    side file says it was written by this process or by one that is gone (an
-    earlier run). A file no record names, in a folder another live process
-    writes, may be that process's, written a moment ago: it is kept.
+    The start is known to a clock tick; a file written within that tick counts as older.
     """
-    others = folder_writers.live_writers(folder)
-    if not others:
-        return []
+    try:
+        written = os.stat(path).st_mtime
+    except OSError:
+        return False
+    return written > folder_writers.process_started() + _START_TICK
+
+
+_START_TICK = 0.01  # how finely the kernel says when a process started (one clock tick)
+
+
+def _taken_by_another(folder: str, file: str) -> list[str]:
+    """Return the other processes whose file ``folder/file`` is, or [] when this process may replace it.
+
+    A file is replaced when the side file says this process wrote it, or when it is an earlier
+    run's: written before this process started, by a process that is gone. A file that a process
+    started beside this one wrote is kept, even when that process has ended since (it finished
+    its saves first): it was not an earlier run. A file no record names, in a folder another
+    live process writes, may be that process's, written a moment ago: it is kept.
+    """
     owner = _recorded_writer(folder, file)
-    if owner is None:
-        return others
-    host, _, pid = owner.rpartition("-")
-    if owner == folder_writers.writer_id() or not pid.isdigit():
+    if owner == folder_writers.writer_id():
         return []
-    return [owner] if folder_writers.writer_alive(folder, host or None, int(pid)) else []
+    if owner is None:
+        others = folder_writers.live_writers(folder)
+        if others:
+            return others
+        return ["a process that has ended"] if _written_since_start(os.path.join(folder, file)) else []
+    host, _, pid = owner.rpartition("-")
+    if not pid.isdigit():
+        return []
+    if folder_writers.writer_alive(folder, host or None, int(pid)):
+        return [owner]
+    return [f"{owner} (ended)"] if _written_since_start(os.path.join(folder, file)) else []
 
 
 def _place(temp: str, path: str) -> str:
     """Give the complete file ``temp`` its final name ``path``, never replacing another live process's file.
 
     The name is created exclusively (a hard link). When ``path`` exists it is
-    replaced unless another live process owns it (:func:`_taken_by_another`);
+    replaced unless another process that ran beside this one wrote it (:func:`_taken_by_another`);
     then the file is saved as ``{stem}.{writer}.npy`` instead, and one
     warning per folder names both writers.
     """
@@ -205,8 +225,9 @@ def _place(temp: str, path: str) -> str:
             if folder not in _warned:
                 _warned.add(folder)
                 logger.warning(
-                    "save: %s is also being written by process(es) %s; this process (%s) saves files whose "
-                    "names they already took as {name}.%s.npy. Give each process its own folder.",
+                    "save: %s is also written by process(es) %s, running beside this one; this process (%s) "
+                    "saves files whose names they already took as {name}.%s.npy. Give each process its own "
+                    "folder.",
                     folder,
                     ", ".join(owners),
                     folder_writers.writer_id(),

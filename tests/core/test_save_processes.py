@@ -83,6 +83,55 @@ def test_the_second_writer_gets_suffixed_names_and_one_warning(tmp_path):
     assert all(name.split(".")[1] == meta[name]["writer"] for name in suffixed)
 
 
+# Writers started together that save one after the other: each waits until the one before it has
+# saved, exited and let go of its lock. A file written after a process started is no earlier run's.
+IN_TURN = textwrap.dedent(
+    """
+    import os, sys, time
+    import numpy as np
+    import tscore as ts
+    me, count, folder, barrier = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    locks = os.path.join(folder, ".tscore-writers")
+
+    def mark(tag):
+        open(os.path.join(barrier, f"{tag}{me}"), "w").write(str(os.getpid()))
+
+    def has(tag, i):
+        return os.path.exists(os.path.join(barrier, f"{tag}{i}"))
+
+    mark("start")
+    while not all(has("start", i) for i in range(count)):
+        time.sleep(0.01)
+    if me:
+        before = open(os.path.join(barrier, f"start{me - 1}")).read()
+        while not has("done", me - 1) or any(
+            n.endswith(f"-{before}.lock") for n in (os.listdir(locks) if os.path.isdir(locks) else [])
+        ):
+            time.sleep(0.01)
+    for step in range(20):
+        ts.save(os.path.join(folder, "x"), np.full(4, me * 1000 + step, dtype=np.float32))
+    mark("done")
+    """
+)
+
+
+@pytest.mark.parametrize("count", [2, 3])
+def test_processes_started_together_keep_every_array_when_the_first_ends_before_the_next_saves(
+    tmp_path, count
+):
+    folder, barrier = tmp_path / "out", tmp_path / "barrier"
+    barrier.mkdir()
+    args = [str(count), str(folder), str(barrier)]
+    run_together([[sys.executable, "-c", IN_TURN, str(i), *args] for i in range(count)], 180)
+    values = _values(folder)
+    assert set(values) == {float(me * 1000 + step) for me in range(count) for step in range(20)}
+    # The first writer's files keep their names; each later one saved under its own suffix.
+    assert sorted(values[float(step)] for step in range(20)) == sorted(f"{i}_x.npy" for i in range(20))
+    meta = read_meta(str(folder))
+    assert len({record["writer"] for record in meta.values()}) == count
+    assert set(meta) == {p.name for p in folder.glob("*.npy")}
+
+
 def test_a_single_process_keeps_troubleshooters_names_and_replaces_its_own_files(tmp_path):
     ts.save(str(tmp_path / "a"), np.zeros(2), auto_id=False)
     ts.save(str(tmp_path / "a"), np.ones(2), auto_id=False)
