@@ -71,6 +71,40 @@ def test_a_pickled_module_needs_trust(tmp_path: Path) -> None:
     assert list(trusted.params) == ["weight", "bias"]
 
 
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b"hello 101\n", "it starts with b'hello 101\\n'"),
+        (b"", "the file is empty"),
+        (b"x", "it starts with b'x'"),
+        (b"\x80", "it starts with b'\\x80'"),
+        (b"\x80\x04\x95\x0a\x00", "a pickle without torch's header"),
+    ],
+)
+@pytest.mark.parametrize("trust", [False, True])
+def test_a_file_that_is_no_torch_checkpoint_is_called_so_with_no_advice_to_trust_it(
+    tmp_path: Path, content: bytes, why: str, trust: bool
+) -> None:
+    path = tmp_path / "model.pth"
+    path.write_bytes(content)
+    with pytest.raises(CheckpointReadError) as caught:
+        load_checkpoint(path, trust_pickle=trust)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: not a torch checkpoint: ") and why in message
+    assert "trust" not in message and "torch.load failed" not in message
+
+
+def test_a_truncated_torch_checkpoint_says_so(tmp_path: Path) -> None:
+    torch.save({"w": torch.ones(64)}, tmp_path / "old.pth", _use_new_zipfile_serialization=False)
+    (tmp_path / "cut.pth").write_bytes((tmp_path / "old.pth").read_bytes()[:40])
+    with pytest.raises(CheckpointReadError, match=r"cut\.pth: a torch checkpoint that torch\.load cannot"):
+        load_checkpoint(tmp_path / "cut.pth")
+    torch.save({"w": torch.ones(64)}, tmp_path / "new.pth")
+    (tmp_path / "cut.pth").write_bytes((tmp_path / "new.pth").read_bytes()[:300])
+    with pytest.raises(CheckpointReadError, match=r"cut\.pth: no zip directory at the end of the file"):
+        load_checkpoint(tmp_path / "cut.pth")
+
+
 def test_legacy_format_bfloat16_and_write_back(tmp_path: Path) -> None:
     state = {"w": torch.arange(4, dtype=torch.float32).to(torch.bfloat16)}
     torch.save(state, tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)

@@ -42,7 +42,36 @@ def _zip_damage(path: str) -> tuple[str, int] | None:
     return None
 
 
-def _read_error(path: str, exc: BaseException) -> CheckpointReadError:
+# What torch.save wrote before torch 1.6 (the zip format): a protocol-2 pickle of torch's magic number first.
+_LEGACY_HEADER = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19"
+
+
+def _kind(path: str) -> str:
+    """Say what the file at ``path`` starts as: ``"zip"``, ``"legacy"`` (torch's old pickle), or why neither.
+
+    torch.save writes a zip archive, or before torch 1.6 a pickle that starts with torch's magic
+    number. Anything else is no torch checkpoint, whatever ``torch.load`` says about it.
+    """
+    with open(path, "rb") as stream:
+        head = stream.read(len(_LEGACY_HEADER))
+    if head.startswith(b"PK"):
+        return "zip"
+    if head == _LEGACY_HEADER:
+        return "legacy"
+    if not head:
+        return "the file is empty (0 bytes)"
+    if head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5:
+        return f"a pickle without torch's header (pickle.dump, not torch.save?), starting {head!r}"
+    return f"it starts with {head!r}, neither a zip archive (torch.save) nor torch's pickle (before 1.6)"
+
+
+def _not_torch(path: str, why: str) -> CheckpointReadError:
+    return CheckpointReadError(
+        f"{path}: not a torch checkpoint: {why}; pass a file that torch.save wrote", path=path, offset=0
+    )
+
+
+def _read_error(path: str, exc: BaseException, kind: str) -> CheckpointReadError:
     if isinstance(exc, pickle.UnpicklingError) and "weights only" in str(exc).lower():
         return CheckpointReadError(
             f"{path}: torch.load(weights_only=True) refused the file: it holds pickled Python objects "
@@ -51,14 +80,16 @@ def _read_error(path: str, exc: BaseException) -> CheckpointReadError:
             "(pth_para_dict=).",
             path=path,
         )
-    with open(path, "rb") as stream:
-        is_zip = stream.read(2) == b"PK"
-    damage = _zip_damage(path) if is_zip else None
+    damage = _zip_damage(path) if kind == "zip" else None
     if damage is not None:
         what, offset = damage
         return CheckpointReadError(f"{path}: {what}, at byte {offset}", path=path, offset=offset)
-    first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return CheckpointReadError(f"{path}: torch.load failed: {first_line}", path=path)
+    why = f"{type(exc).__name__}: {str(exc).splitlines()[0]}" if str(exc) else type(exc).__name__
+    return CheckpointReadError(
+        f"{path}: a torch checkpoint that torch.load cannot read ({why}); "
+        "it may be truncated or damaged, or written by a newer torch",
+        path=path,
+    )
 
 
 def _load(path: str, trust: bool) -> Any:
@@ -116,10 +147,13 @@ def read_pth(path: str, trust: bool, to_numpy: Any) -> CheckpointContents:
     """Read a torch file into numpy arrays, leaving out (and noting) every entry that is not a tensor."""
     import torch
 
+    kind = _kind(path)  # before torch.load: what is no torch file at all gets no advice about pickles
+    if kind not in ("zip", "legacy"):
+        raise _not_torch(path, kind)
     try:
         loaded = _load(path, trust)
     except Exception as exc:
-        raise _read_error(path, exc) from exc
+        raise _read_error(path, exc, kind) from exc
     out = CheckpointContents(path=path, format="pth")
     for name, value in _state_dict(path, loaded, out.skipped).items():
         if isinstance(value, torch.Tensor):
