@@ -24,7 +24,8 @@ APIs, tensor files and bytes.
 
 Exit status: 0 on success (for ``compare`` and ``ckpt-diff``: everything
 within tolerance), 1 when a comparison found a difference, 2 on a usage error
-or bad input.
+or bad input that stopped the command, 3 when ``compare`` could not read some
+of the files (each named, with ``-q`` too, on stderr) and compared the rest.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from tscore import folder_writers
 from tscore.checkpoint import cli_commands
 from tscore.compare.engine import MATCH_STRATEGIES, compare_npy_dir
 from tscore.compare.kernels import KERNEL_NAMES
+from tscore.compare.pairs import PairStatus
 from tscore.dump import cli_command as dump_cli
 from tscore.dump_compare import cli_command as dump_compare_cli
 from tscore.errors import TscoreError
@@ -50,6 +52,10 @@ from tscore.html_report.cli_options import add_html_options, check_html_target, 
 from tscore.netdiff import cli_command
 from tscore.plugins import get_plugin_manager
 from tscore.version import __version__
+
+EXIT_DIFFER = 1  # a comparison found a difference
+EXIT_BAD_INPUT = 2  # a usage error, or input that stopped the command
+EXIT_UNREADABLE = 3  # some input files could not be read; the rest were compared
 
 
 def plugin_rows() -> list[dict[str, Any]]:
@@ -123,7 +129,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     elif args.json:
         report.write(_with_suffix(args.json, ".json"))
     write_html_report(args, report)
-    return 0 if report.passed else 1
+    if report.counts.get(PairStatus.UNREADABLE.value):
+        if quiet:  # the table's notes name them otherwise
+            for pair in report.iter_pairs():
+                if pair.status is PairStatus.UNREADABLE:
+                    print(f"tscore compare: unreadable: {pair.message}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    return 0 if report.passed else EXIT_DIFFER
 
 
 def _with_suffix(path: str, suffix: str) -> str:
@@ -154,8 +166,10 @@ def _positive_int(text: str) -> int:
 def _add_compare(commands: Any) -> None:
     compare = commands.add_parser(
         "compare",
-        help="compare two folders of .npy files (exit 0: all within tolerance, 1: not)",
-        description="Compare the .npy files of two folders pair by pair, as ts.migrator.compare_npy_dir.",
+        help="compare two folders of .npy files (exit 0: all within tolerance, 1: not, 3: unreadable files)",
+        description="Compare the .npy files of two folders pair by pair, as ts.migrator.compare_npy_dir. "
+        "Exit status: 0 every pair within tolerance; 1 some pair differs; 2 a bad argument or folder; "
+        "3 some files could not be read (each named on stderr, with -q too), the others compared.",
     )
     compare.add_argument("orig_dir", metavar="DIR_A", help="folder of the original run")
     compare.add_argument("target_dir", metavar="DIR_B", help="folder of the run to check against it")
@@ -188,7 +202,7 @@ def _cmd_clean(args: argparse.Namespace) -> int:
     for folder in args.folders:
         if not os.path.isdir(folder):
             print(f"tscore clean: {folder!r} is not a folder", file=sys.stderr)
-            status = 2
+            status = EXIT_BAD_INPUT
             continue
         for root, _dirs, _files in os.walk(folder):
             for item in folder_writers.clean(root, dry_run=args.dry_run):
@@ -240,12 +254,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if not hasattr(args, "run"):
         parser.print_help(sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     try:
         return int(args.run(args))
     except (TscoreError, TypeError, ValueError) as exc:
         print(f"tscore {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
 
 
 if __name__ == "__main__":

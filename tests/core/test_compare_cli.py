@@ -1,4 +1,4 @@
-"""``tscore compare``: exit status 0 / 1 / 2 so that it can gate a CI job."""
+"""``tscore compare``: exit status 0 / 1 / 2 / 3 so that it can gate a CI job."""
 
 from __future__ import annotations
 
@@ -50,6 +50,23 @@ def test_exit_2_on_usage_errors_and_bad_input(folders, tmp_path: Path, capsys) -
     with pytest.raises(SystemExit) as exit_info:
         main(["compare", str(a)])
     assert exit_info.value.code == 2
+
+
+def test_exit_3_names_each_unreadable_file_even_when_quiet(folders, capsys) -> None:
+    a, b, _ = folders
+    np.save(a / "1_y.npy", np.ones(1000))
+    (b / "1_y.npy").write_bytes((a / "1_y.npy").read_bytes()[:200])  # truncated
+    np.save(a / "2_z.npy", np.ones(3))
+    np.save(b / "2_z.npy", np.zeros(3))  # differs too: an unreadable file still decides the status
+    for quiet in ([], ["-q"], ["--json", "-"]):
+        assert main(["compare", str(a), str(b), *quiet]) == 3
+        err = capsys.readouterr().err
+        lines = [line for line in err.splitlines() if "unreadable" in line]
+        assert len(lines) == (1 if quiet else 0)  # without -q the table's note names it
+        if quiet:
+            assert f"{b / '1_y.npy'}: truncated" in lines[0]
+    (b / "1_y.npy").write_bytes((a / "1_y.npy").read_bytes())
+    assert main(["compare", str(a), str(b), "-q"]) == 1  # readable again: the difference decides
 
 
 def test_json_to_stdout_and_files(folders, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
