@@ -34,8 +34,9 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tabulate import tabulate
@@ -241,7 +242,38 @@ def build_parser() -> argparse.ArgumentParser:
     cli_command.add_diff(commands, _non_negative, _positive_int)
     dump_cli.add_dump_info(commands)
     dump_compare_cli.add_dump_compare(commands, _non_negative)
+    for command in commands.choices.values():
+        command.set_defaults(cli_names=_shown_names(command))
     return parser
+
+
+def _shown_names(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """Map each argument's Python name to the name the command's help shows (``orig_dir`` -> ``DIR_A``).
+
+    A subcommand whose library function calls an argument otherwise (``dump-compare``'s ``target``
+    is the command's ``NPU``) says so with ``set_defaults(api_names={...})``.
+    """
+    names = dict(parser.get_default("api_names") or {})
+    for action in parser._actions:
+        shown = max(action.option_strings, key=len) if action.option_strings else action.metavar
+        if isinstance(shown, str) and shown != action.dest and action.dest != "help":
+            names.setdefault(action.dest, shown)
+    return names
+
+
+def _in_cli_words(message: str, names: Mapping[str, str]) -> str:
+    """Spell the argument names in a library error as the command's help does.
+
+    A Python name with an underscore is replaced wherever it stands as a word (not as ``name=``,
+    which is advice about the Python call); a plain word (``target``) only where it starts the
+    message as its subject (``target: no dump in ...``).
+    """
+    for python_name, shown in names.items():
+        if "_" in python_name:
+            message = re.sub(rf"\b{re.escape(python_name)}\b(?!=)", shown, message)
+        elif re.match(rf"{re.escape(python_name)}[: ]", message):
+            message = shown + message[len(python_name) :]
+    return message
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -258,7 +290,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args))
     except (TscoreError, TypeError, ValueError) as exc:
-        print(f"tscore {args.command}: error: {exc}", file=sys.stderr)
+        message = _in_cli_words(str(exc), getattr(args, "cli_names", {}))
+        print(f"tscore {args.command}: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
 

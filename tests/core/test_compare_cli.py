@@ -69,6 +69,20 @@ def test_exit_3_names_each_unreadable_file_even_when_quiet(folders, capsys) -> N
     assert main(["compare", str(a), str(b), "-q"]) == 1  # readable again: the difference decides
 
 
+def test_errors_name_arguments_as_the_help_shows_them(folders, tmp_path: Path, capsys) -> None:
+    a, _, _ = folders
+    assert main(["compare", str(tmp_path / "none"), str(a)]) == 2
+    assert main(["compare", str(a), str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err
+    assert f"DIR_A '{tmp_path / 'none'}' does not exist" in err
+    assert f"DIR_B '{tmp_path / 'none'}' does not exist" in err
+    assert "orig_dir" not in err and "target_dir" not in err
+    assert main(["dump-compare", str(tmp_path / "none"), str(a)]) == 2
+    assert capsys.readouterr().err.startswith("tscore dump-compare: error: NPU: no dump in")
+    assert main(["dump-compare", str(a), str(a)]) == 2  # a folder of .npy files is no dump either
+    assert "NPU: no dump in" in capsys.readouterr().err
+
+
 def test_json_to_stdout_and_files(folders, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a, _, c = folders
     assert main(["compare", str(a), str(c), "--match", "shape", "--json", "-"]) == 1

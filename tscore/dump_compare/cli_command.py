@@ -61,4 +61,4 @@ def add_dump_compare(commands: Any, non_negative: Callable[[str], float]) -> Non
     )
     parser.add_argument("--json", metavar="FILE", help="also write the report as JSON ('-': to stdout only)")
     add_html_options(parser, ("error", *METRICS))
-    parser.set_defaults(run=_cmd_dump_compare)
+    parser.set_defaults(run=_cmd_dump_compare, api_names={"target": "NPU", "orig": "BENCH"})
