@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 import tscore as ts
+from tscore.terminal import fit_lines, terminal_width
 
 
 class TorchNet(torch.nn.Module):
@@ -112,13 +113,10 @@ def main(out: str) -> bool:
     # The planted mistake: MindSpore's LeakyReLU() slopes 0.2, torch's 0.01.
     run_ms_twin(pt_net, root / "mindspore_slope", root / "weights", x, target, slope=None)
     mistake = ts.migrator.compare_npy_dir(root / "torch", root / "mindspore_slope", 1e-5, 1e-6, print_level=0)
-    first = next((pair for pair in mistake.pairs if not pair.passed), None)
+    first = mistake.first_divergence
     found = first is not None and first.orig_name == "1_hidden.npy"
-    print(
-        "planted mistake (MindSpore's LeakyReLU() slope 0.2, torch's 0.01): first divergence "
-        f"{first.orig_name if first else 'none'} (max abs diff {first.max_abs_diff if first else 0:.3g}); "
-        + mistake.summary()
-    )
+    print("planted mistake: MindSpore's LeakyReLU() slopes 0.2, torch's 0.01")
+    print(fit_lines(mistake.headline(), terminal_width()))
     print(f"HTML report: {mistake.to_html(root / 'report.html')}")
     return report.passed and found
 

@@ -52,6 +52,7 @@ from tscore.errors import TscoreError
 from tscore.html_report.cli_options import add_html_options, check_html_target, write_html_report
 from tscore.netdiff import cli_command
 from tscore.plugins import get_plugin_manager
+from tscore.terminal import terminal_width
 from tscore.version import __version__
 
 EXIT_DIFFER = 1  # a comparison found a difference
@@ -85,6 +86,7 @@ def plugin_rows() -> list[dict[str, Any]]:
 
 
 def _render_plugins(rows: list[dict[str, Any]]) -> str:
+    """Render the plugins as a table; at a terminal, long statuses and the hook lists wrap to fit it."""
     table = [
         [
             row["name"],
@@ -95,7 +97,14 @@ def _render_plugins(rows: list[dict[str, Any]]) -> str:
         ]
         for row in rows
     ]
-    return tabulate(table, headers=["plugin", "status", "package", "framework", "hooks"], tablefmt="simple")
+    headers = ["plugin", "status", "package", "framework", "hooks"]
+    width = terminal_width()
+    if width is None:
+        return tabulate(table, headers=headers, tablefmt="simple")
+    status = min(30, max((len(row[1]) for row in table), default=6))
+    fixed = tabulate([[*row[:1], row[1][:status], *row[2:4]] for row in table], headers=headers[:4])
+    hooks = max(20, width - len(fixed.splitlines()[1]) - 2)  # the rule under the headers: full width
+    return tabulate(table, headers=headers, tablefmt="simple", maxcolwidths=[None, status, None, None, hooks])
 
 
 def _cmd_plugins(args: argparse.Namespace) -> int:
@@ -232,7 +241,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tscore {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what tscore does")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    plugins = commands.add_parser("plugins", help="list plugins, their versions and hooks")
+    plugins = commands.add_parser(
+        "plugins",
+        help="list plugins, their versions and hooks",
+        description="List the tscore plugins found (the built-in numpy one and every installed backend "
+        "package), whether each loaded (and why not), its package's version, the framework it serves "
+        "and the hooks it implements. At a terminal the table fits its width; --json gives all of it to "
+        "a program.",
+    )
     plugins.add_argument("--json", action="store_true", help="print JSON for a program")
     plugins.set_defaults(run=_cmd_plugins)
     _add_compare(commands)

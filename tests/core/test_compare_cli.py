@@ -83,6 +83,40 @@ def test_errors_name_arguments_as_the_help_shows_them(folders, tmp_path: Path, c
     assert "NPU: no dump in" in capsys.readouterr().err
 
 
+def test_the_table_fits_the_terminal_names_both_folders_and_ends_with_the_first_divergence(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    a, b = tmp_path / "a_run_with_a_long_name", tmp_path / "b_run_with_a_long_name"
+    names = [f"{i}_encoder.layers.{i}.self_attention.query_key_value.weight_backward.npy" for i in range(3)]
+    for folder in (a, b):
+        folder.mkdir()
+        for i, name in enumerate(names):
+            np.save(folder / name, np.full(4, float(i)))
+    np.save(b / names[1], np.full(4, 1.5))  # the second pair differs
+    monkeypatch.setenv("COLUMNS", "100")
+    assert main(["compare", str(a), str(b), "--compare-shape"]) == 1
+    assert max(map(len, capsys.readouterr().out.splitlines())) <= 100
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["compare", str(a), str(b)]) == 1
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert max(map(len, lines)) <= 80, out
+    assert lines[1].strip("| ") == "The list of comparison results"
+    rule = next(i for i in range(1, len(lines)) if lines[i].startswith("+"))
+    title = "".join(line.strip("| ") for line in lines[1:rule])  # long paths break after a "/"
+    assert str(a) in title and str(b) in title
+    cells = "".join(line.split("|")[1].strip() for line in lines if line.startswith("|"))
+    assert all(name in cells for name in names)  # wrapped in their column, never cut
+    summary = " ".join(out[out.index("3 pairs:") :].split())
+    assert summary.startswith(
+        f"3 pairs: 2 within tolerance, 1 mismatch first divergence: {names[1]} (mismatch, max abs diff 0.5"
+    )
+    assert summary.endswith("look at what computes it in the target run")
+    monkeypatch.delenv("COLUMNS")  # not a terminal: one row a line, whole names
+    assert main(["compare", str(a), str(b)]) == 1
+    assert f"| {names[0]} |" in capsys.readouterr().out
+
+
 def test_json_to_stdout_and_files(folders, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a, _, c = folders
     assert main(["compare", str(a), str(c), "--match", "shape", "--json", "-"]) == 1

@@ -91,7 +91,10 @@ def test_spec002_number_map_then_compare(tmp_path: Path, capsys: pytest.CaptureF
 def test_table_layout_matches_the_spec(tmp_path: Path) -> None:
     path1, path2 = spec003_folders(tmp_path)
     report = ts.migrator.compare_npy_dir(path1, path2, match="number", print_level=0)
-    lines = report.table(compare_shape=True).splitlines()
+    text = report.table(compare_shape=True).splitlines()
+    # TroubleShooter's box and title, then the two folders (tscore's), then TroubleShooter's table
+    assert text[2].strip("| ") == f"orig: {path1}" and text[3].strip("| ") == f"target: {path2}"
+    lines = [*text[:2], *text[4:]]
     assert set(lines[0][1:-1]) == {"-"} and lines[2].count("+") == 9
     assert lines[1].strip("|").strip() == "The list of comparison results"
     headers = [c.strip() for c in lines[3].strip("|").split("|")]

@@ -82,6 +82,7 @@ HELPERS = (
     "tscore.structures",
     "tscore.svg_chart",
     "tscore.tensors",
+    "tscore.terminal",
     "tscore.torch_style_api",
     "tscore.torch_style_layers",
     "tscore.value_transforms",

@@ -178,6 +178,20 @@ def test_cli_lists_plugins_as_table_and_json(fake_distribution, monkeypatch, cap
     monkeypatch.setattr("tscore.plugins._manager", None)
 
 
+def test_cli_plugins_fits_the_terminal_and_keeps_one_line_per_plugin_in_a_pipe(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "100")
+    assert cli.main(["plugins"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(map(len, lines)) <= 100
+    numpy_row = next(i for i, line in enumerate(lines) if line.startswith("numpy "))
+    hooks = " ".join(line[lines[1].rindex(" ") + 1 :].strip() for line in lines[numpy_row : numpy_row + 4])
+    assert "tensor_meta," in hooks and "to_numpy" in hooks  # wrapped under its column, whole
+    monkeypatch.delenv("COLUMNS")  # pytest's capture is no terminal: one plugin a line, as for a program
+    assert cli.main(["plugins"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 + len(cli.plugin_rows())
+
+
 def test_cli_usage_errors_exit_2(capsys):
     assert cli.main([]) == 2
     with pytest.raises(SystemExit) as err:

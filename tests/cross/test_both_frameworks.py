@@ -1,6 +1,7 @@
 """Tests that need torch and MindSpore in one environment (nox session 'both')."""
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,14 +25,17 @@ def test_import_tscore_imports_neither_framework_where_both_are_installed(tmp_pa
 
 
 def test_bundled_example_pairs_file_by_file(tmp_path):
+    env = {**os.environ, "COLUMNS": "100"}  # as at a terminal 100 wide
     out = subprocess.run(
-        [sys.executable, str(EXAMPLE), str(tmp_path)], capture_output=True, text=True, check=True
+        [sys.executable, str(EXAMPLE), str(tmp_path)], capture_output=True, text=True, check=True, env=env
     ).stdout
+    assert max(len(line) for line in out.splitlines()) <= 100, out
     assert "largest difference between the twins" in out
-    assert "The list of comparison results" in out and "shape of orig" in out
+    assert "The list of comparison results" in out and "| orig: " in out  # the folders under the title
+    assert "shape of" in out and "fc1.weight_" in out  # headers and long names wrapped, not cut
     assert "7 pairs: 7 within tolerance" in out
     # the planted mistake (MindSpore's LeakyReLU() slope) is named where it was planted, and the page written
-    assert "first divergence 1_hidden.npy" in out
+    assert "first divergence: 1_hidden.npy (mismatch, max abs diff" in out
     assert out.splitlines()[-1] == f"HTML report: {tmp_path / 'report.html'}"
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert "first divergence: 1_hidden.npy" in page and "FAILED" in page

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tscore.compare.histograms import pair_histograms
-from tscore.compare.pairs import PairResult, format_number, format_shape
+from tscore.compare.pairs import PairResult, PairStatus, divergence_line, format_shape, pair_label
 from tscore.html_report.page import Column, Metric, ReportPage
 
 if TYPE_CHECKING:
@@ -110,13 +110,6 @@ def first_failing(failed: Iterable[bool]) -> int | None:
     return next((i for i, f in enumerate(failed) if f), None)
 
 
-def pair_label(pair: PairResult) -> str:
-    """Name a pair by its orig name, and its target name when that differs."""
-    if pair.orig_name == pair.target_name or not pair.target_name:
-        return str(pair.orig_name)
-    return f"{pair.orig_name} / {pair.target_name}"
-
-
 def compare_page(report: CompareReport) -> ReportPage:
     """Return the page of a folder comparison (``compare_npy_dir``, ``compare_grads_dir`` ...).
 
@@ -125,17 +118,12 @@ def compare_page(report: CompareReport) -> ReportPage:
     """
     pairs = list(report.iter_pairs())
     failed = [not p.passed for p in pairs]
-    first = first_failing(failed)
+    first = first_failing(not p.passed and p.status is not PairStatus.UNREADABLE for p in pairs)
     summary = report.summary()
     first_label = ""
     if first is not None:
-        pair = pairs[first]
-        first_label = pair_label(pair)
-        summary = (
-            f"first pair out of tolerance: {first_label} ({pair.status.value}, max abs diff "
-            f"{format_number(pair.max_abs_diff)}, max rel diff {format_number(pair.max_rel_diff)}): "
-            f"look at what computes it in the target run. {summary}"
-        )
+        first_label = pair_label(pairs[first])
+        summary = f"{divergence_line(pairs[first])}. {summary}"
     folders = (os.fspath(report.orig_dir), os.fspath(report.target_dir))
     histogram_rows = [i for i, f in enumerate(failed) if f][:HISTOGRAM_ROWS]
     return ReportPage(

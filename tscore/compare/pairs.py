@@ -114,3 +114,22 @@ def percent_cell(value: float | None) -> str:
     if not math.isfinite(value):
         return "inf" if value > 0 else "nan"
     return f"{value * 100:.6g}%"
+
+
+def pair_label(pair: PairResult) -> str:
+    """Name a pair by its orig name, and its target name when that differs."""
+    if pair.orig_name == pair.target_name or not pair.target_name:
+        return str(pair.orig_name)
+    return f"{pair.orig_name} / {pair.target_name}"
+
+
+def divergence_line(pair: PairResult) -> str:
+    """Name the first pair that differs and how, for the line under a table and the page's summary."""
+    label = pair_label(pair)
+    status = pair.status.value.replace("_", " ")
+    if pair.max_abs_diff is None:
+        return f"first divergence: {label} ({status}{': ' + pair.message if pair.message else ''})"
+    return (
+        f"first divergence: {label} ({status}, max abs diff {format_number(pair.max_abs_diff)}, max rel "
+        f"diff {format_number(pair.max_rel_diff)}): look at what computes it in the target run"
+    )

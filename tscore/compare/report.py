@@ -23,12 +23,14 @@ from tabulate import tabulate
 from tscore.compare.pairs import (
     PairResult,
     PairStatus,
+    divergence_line,
     format_number,
     format_ratio,
     format_shape,
 )
 from tscore.compare.spool import Spool
 from tscore.npy_files import AtomicFile, write_atomic
+from tscore.terminal import fit_lines, terminal_width, two_line_header, wrap_name, wrap_text
 
 if TYPE_CHECKING:
     from tscore.html_report.page import ReportPage
@@ -58,10 +60,25 @@ def _allclose_cell(row: PairResult) -> str:
 
 
 def boxed(title: str, body: str) -> str:
-    """Put ``title`` in a box on top of a ``tabulate(..., tablefmt="pretty")`` table."""
+    """Put ``title`` in a box on top of a ``tabulate(..., tablefmt="pretty")`` table.
+
+    Each line of ``title`` is centred on its own; one wider than the table wraps inside the box.
+    """
     width = len(body.splitlines()[0])
     rule = "+" + "-" * (width - 2) + "+"
-    return "\n".join([rule, "|" + title.center(width - 2) + "|", body])
+    lines = [
+        wrapped
+        for line in title.splitlines()
+        for wrapped in ([line] if len(line) <= width - 2 else wrap_text(line, width - 4))
+    ]
+    return "\n".join([rule, *("|" + line.center(width - 2) + "|" for line in lines), body])
+
+
+MIN_NAME = 10  # a name column fitted to the terminal is at least this wide (names wrap, nothing is cut)
+
+
+def _table_width(body: str) -> int:
+    return len(body.splitlines()[0])
 
 
 def pair_table(
@@ -75,6 +92,10 @@ def pair_table(
 ) -> str:
     """Render value comparisons as TroubleShooter's table, with numbered notes and footer lines below.
 
+    At a terminal (:func:`~tscore.terminal.terminal_width`) a table wider than the terminal gets
+    headers and the two differences on two lines, then names wrapped after ``_``, ``.`` or ``/``
+    (at least :data:`MIN_NAME` wide); the notes and footer wrap at spaces. Nothing is cut.
+
     :param name_headers: the two name columns' titles.
     :param only_failed: leave out the rows that passed.
     """
@@ -82,26 +103,45 @@ def pair_table(
     if compare_shape:
         headers += ["shape of orig", "shape of target"]
     headers += ["result of allclose", "ratio of allclose", "cosine similarity", "mean & max diffs"]
-    rows: list[list[str]] = []
+    names: list[tuple[str, str, str]] = []  # orig name, its note's mark, target name
+    cells: list[list[str]] = []
     notes: list[str] = []
     for pair in pairs:
         if only_failed and pair.passed:
             continue
-        row = [str(pair.orig_name), str(pair.target_name)]
-        if compare_shape:
-            row += [format_shape(pair.orig_shape), format_shape(pair.target_shape)]
+        row = [format_shape(pair.orig_shape), format_shape(pair.target_shape)] if compare_shape else []
         row += [
             _allclose_cell(pair),
             format_ratio(pair.ratio_close),
             format_number(pair.cosine),
             f"{format_number(pair.mean_abs_diff)}, {format_number(pair.max_abs_diff)}",
         ]
+        mark = ""
         if pair.message:
             notes.append(f"[{len(notes) + 1}] {pair.orig_name} / {pair.target_name}: {pair.message}")
-            row[0] = f"{row[0]} [{len(notes)}]"
-        rows.append(row)
-    body = tabulate(rows, headers=headers, tablefmt="pretty")
-    return "\n".join([boxed(title, body), *notes, *(footer or [])])
+            mark = f" [{len(notes)}]"
+        names.append((str(pair.orig_name), mark, str(pair.target_name)))
+        cells.append(row)
+
+    def render(limit: int | None) -> str:
+        rows = [
+            [o + mark, t, *row] if limit is None else [wrap_name(o, limit) + mark, wrap_name(t, limit), *row]
+            for (o, mark, t), row in zip(names, cells, strict=True)
+        ]
+        return tabulate(rows, headers=headers, tablefmt="pretty")
+
+    width = terminal_width()
+    body = render(None)
+    if width is not None and _table_width(body) > width:
+        headers = [two_line_header(header) for header in headers]
+        cells = [[*row[:-1], row[-1].replace(", ", ",\n")] for row in cells]
+        body = render(None)
+        limit = max((max(len(o), len(t)) for o, _, t in names), default=0)
+        while _table_width(body) > width and limit > MIN_NAME:
+            limit = max(MIN_NAME, limit - max(1, (_table_width(body) - width + 1) // 2))
+            body = render(limit)
+    below = fit_lines("\n".join([*notes, *(footer or [])]), width)
+    return "\n".join([boxed(title, body), *([below] if below else [])])
 
 
 KEEP_ALL_ROWS = 20_000  # a report of at most this many pairs keeps every row in memory
@@ -244,6 +284,14 @@ class CompareReport(BaseModel):
         """True when every pair passed."""
         return self.counts.get("failed", 0) == 0
 
+    @property
+    def first_divergence(self) -> PairResult | None:
+        """The first pair, in pair order, that is out of tolerance, missing or of another shape.
+
+        An unreadable file is no divergence of the runs: it is counted and named apart (exit 3).
+        """
+        return next((p for p in self.pairs if not p.passed and p.status is not PairStatus.UNREADABLE), None)
+
     def iter_pairs(self) -> Iterator[PairResult]:
         """Yield every row in pair order, kept or not (read back from the spool file).
 
@@ -290,13 +338,22 @@ class CompareReport(BaseModel):
     def table(self, *, compare_shape: bool = False, only_failed: bool = False) -> str:
         """Render the spec's terminal table: title, names, [shapes], allclose, ratio, cosine, diffs.
 
-        Rows with something to explain (missing files, dtypes, NaN counts)
-        get a numbered note below the table, then the summary line. A report
-        too big to keep every row shows its failing rows.
+        Under the title, the two folders. Rows with something to explain (missing files, dtypes,
+        NaN counts) get a numbered note below the table, then the summary line and the first
+        divergence. A report too big to keep every row shows its failing rows.
         """
         return pair_table(
-            self.pairs, compare_shape=compare_shape, only_failed=only_failed, footer=[self.summary()]
+            self.pairs,
+            title=f"{TITLE}\norig: {self.orig_dir}\ntarget: {self.target_dir}",
+            compare_shape=compare_shape,
+            only_failed=only_failed,
+            footer=self.headline().splitlines(),
         )
+
+    def headline(self) -> str:
+        """Return the summary line and, when a pair differs, the line naming the first divergence."""
+        first = self.first_divergence
+        return self.summary() + (f"\n{divergence_line(first)}" if first is not None else "")
 
     def to_csv(self) -> str:
         """Every pair as one CSV row; numeric columns hold plain numbers, empty when undefined."""
