@@ -72,6 +72,37 @@ def test_a_folder_comparison_names_marks_and_filters_the_first_divergence(tmp_pa
     assert page.locator(".chart[data-metric='max_rel']").is_hidden() and marker_visible(opened)
 
 
+# For every text cell of the table's page: the character before each line break in it.
+LINE_BREAKS = """cells => cells.map(td => {
+  const walker = document.createTreeWalker(td, NodeFilter.SHOW_TEXT), chars = [];
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    for (let i = 0; i < node.length; i++) {
+      const range = document.createRange();
+      range.setStart(node, i);
+      range.setEnd(node, i + 1);
+      chars.push([node.data[i], Math.round(range.getBoundingClientRect().top)]);
+    }
+  }
+  return chars.slice(1).flatMap((c, k) => (c[1] > chars[k][1] ? [chars[k][0]] : []));
+})"""
+
+
+def test_names_wrap_after_a_separator_and_a_status_word_stays_whole_at_1280_px(tmp_path, open_report) -> None:
+    name = "encoder.layers.{i}.self_attention.query_key_value.weight_backward_of_the_fused_kernel"
+    a, b = planted(tmp_path, rows=6, first_bad=2, name=name.format(i="") + "_")
+    opened = open_report(ts.migrator.compare_npy_dir(a, b, print_level=0).to_html(tmp_path / "wrap.html"))
+    breaks = opened.page.eval_on_selector_all("#body td:not(.num)", LINE_BREAKS)
+    assert opened.page.viewport_size["width"] == 1280
+    assert any(breaks), "no name wrapped: the test would prove nothing"
+    assert {char for cell in breaks for char in cell} <= set("_./ ")
+    status = opened.header_index("status")
+    assert opened.column(status)[2] == "mismatch"
+    whole = opened.page.eval_on_selector_all(f"#body td:nth-child({status + 1})", LINE_BREAKS)
+    assert whole == [[]] * 6
+    # a name copied from the page is the file's name: the break points add no character
+    assert opened.column(opened.header_index("orig name"))[0] == f"0_{name.format(i='')}_0.npy"
+
+
 def test_a_click_on_the_chart_opens_the_row_there(tmp_path, open_report) -> None:
     a, b = planted(tmp_path, rows=12, first_bad=7)
     opened = open_report(ts.migrator.compare_npy_dir(a, b, print_level=0).to_html(tmp_path / "click.html"))

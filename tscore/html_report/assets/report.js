@@ -33,6 +33,13 @@
     return `${value.toFixed(digits)}%`;
   }
 
+  // A name may break only after "_", "." or "/" (a <wbr> there, which copies as nothing); a word
+  // such as a status never breaks (the stylesheet keeps every other character together).
+  function fillName(td, text) {
+    const parts = text.split(/(?<=[_./])/);
+    td.replaceChildren(...parts.flatMap((part, k) => k ? [document.createElement("wbr"), part] : [part]));
+  }
+
   function show(value, numeric, asPercent) {
     if (value === null || value === undefined) return "-";
     if (!numeric) return String(value);
@@ -94,8 +101,8 @@
       tr.appendChild(number);
       for (const column of d.columns) {
         const td = document.createElement("td");
-        if (column.numeric) td.className = "num";
-        td.textContent = show(d.cells[column.key][i], column.numeric, column.percent);
+        const text = show(d.cells[column.key][i], column.numeric, column.percent);
+        if (column.numeric) { td.className = "num"; td.textContent = text; } else fillName(td, text);
         tr.appendChild(td);
       }
       rows.appendChild(tr);
