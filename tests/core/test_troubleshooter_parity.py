@@ -58,8 +58,39 @@ def test_a_folder_saved_by_troubleshooter_1_0_18_pairs_with_tscore_saves(tmp_pat
     report = getattr(ts.migrator, compare)(SAVED_BY_TS, ours, print_level=0)
     assert _pairs(report) == PARTNERS
     assert report.passed and all(row.cosine == 1.0 for row in report.pairs)
-    # by name, as compare_npy_dir pairs, nothing would pair
-    assert ts.migrator.compare_npy_dir(SAVED_BY_TS, ours, print_level=0).counts.get("ok", 0) == 0
+
+
+def test_compare_npy_dir_pairs_a_troubleshooter_1_0_18_folder_with_tscore_saves_and_says_how(
+    tmp_path, capsys
+):
+    ours = _tscore_saves(tmp_path / "ours")
+    report = ts.migrator.compare_npy_dir(SAVED_BY_TS, ours)  # the default call: by name
+    assert _pairs(report) == PARTNERS and report.passed and report.counts["ok"] == 5
+    assert report.match == "name" and report.paired_by_key == 5
+    assert "5 pair(s) by the name and key they saved, their ids differ" in capsys.readouterr().out
+    # one value changed: that pair, and only it, fails
+    np.save(ours / "1_d_y.npy", values()["y"] * 1.5)
+    report = ts.migrator.compare_npy_dir(SAVED_BY_TS, ours, print_level=0)
+    assert [row.orig_name for row in report.pairs if not row.passed] == ["3_d.y.npy"]
+    assert report.first_divergence.target_name == "1_d_y.npy"
+
+
+def test_compare_npy_dir_pairs_by_name_first_and_a_save_one_run_made_shifts_no_pair(tmp_path):
+    plain = _tscore_saves(tmp_path / "plain")
+    shifted = _tscore_saves(tmp_path / "shifted", extra_first=True)  # every id one higher
+    report = ts.migrator.compare_npy_dir(plain, shifted, print_level=0)
+    assert _pairs(report) == {
+        "0_l_0.npy": "1_l_0.npy",
+        "0_l_1.npy": "1_l_1.npy",
+        "1_d_x.npy": "2_d_x.npy",
+        "1_d_y.npy": "2_d_y.npy",
+        "2_ls_0_bw.npy": "3_ls_0_bw.npy",
+        None: "0_other.npy",
+    }
+    assert report.counts["ok"] == 5 and report.counts["missing"] == 1 and report.paired_by_key == 5
+    # the same names on both sides pair by name alone, whatever they saved
+    same = ts.migrator.compare_npy_dir(plain, plain, print_level=0)
+    assert same.paired_by_key == 0 and all(row.orig_name == row.target_name for row in same.pairs)
 
 
 def test_save_writes_troubleshooter_1_0_18s_names_when_asked(tmp_path):

@@ -105,7 +105,7 @@ def _pairs_for(
     match: str, orig: name_maps.FolderListing, target: name_maps.FolderListing
 ) -> Sequence[tuple[str | None, str | None]]:
     if match == "name":
-        return name_maps.map_by_name(orig.npy, target.npy)
+        return name_maps.map_by_name_then_key(orig.npy, target.npy)
     if match == "number":
         return name_maps.map_by_number(orig.npy, target.npy)
     if match == "shape":
@@ -132,7 +132,9 @@ def compare_npy_dir(
 ) -> CompareReport:
     """Compare the ``.npy`` files of two folders pair by pair and return the report.
 
-    Files pair by identical name unless ``name_map_list`` (pairs of file
+    Files pair by identical name, then those left on both sides by the name and key they saved
+    (a TroubleShooter 1.0.18 folder against a tscore one, ids shifted by a save one run made;
+    ``report.paired_by_key`` counts them), unless ``name_map_list`` (pairs of file
     names, None for no partner; see the ``get_name_map_list_by_*``
     functions) or ``match`` (``"name"``, ``"number"``, ``"shape"``, ``"key"``) says
     otherwise. Each pair gets ``numpy.allclose(orig, target, rtol, atol,
@@ -199,6 +201,7 @@ def compare_npy_dir(
         pairs_complete=stream.keep_all,
         ignored_files={"orig": orig.ignored, "target": target.ignored},
         skipped_files={side: lst.debris for side, lst in (("orig", orig), ("target", target)) if lst.debris},
+        paired_by_key=getattr(pairs, "by_key", 0),
     )
     stream.finish(report)
     if print_level:

@@ -199,6 +199,7 @@ class PairIndex(Sequence[tuple[str | None, str | None]]):
     ) -> None:
         self.orig, self.target = orig, target
         self.orig_index, self.target_index = orig_index, target_index
+        self.by_key = 0  # pairs of files with different names that saved the same name and key
 
     def __len__(self) -> int:
         return int(self.orig_index.size)

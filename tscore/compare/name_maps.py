@@ -160,6 +160,46 @@ def map_by_name(orig: Sequence[str], target: Sequence[str]) -> PairIndex:
     return name_lists.pair_by_name(_as_names(orig), _as_names(target))
 
 
+def map_by_name_then_key(orig: Sequence[str], target: Sequence[str]) -> PairIndex:
+    """Pair equal names, then what is left on both sides by what it saved; in ``orig``'s order.
+
+    ``compare_npy_dir``'s default (TroubleShooter's ``get_name_map_list_by_name`` pairs names
+    alone). A file with no namesake pairs with the file that saved the same name and key
+    (:func:`saved_key`, the n-th with the n-th), so a folder that TroubleShooter 1.0.18 numbered
+    (``1_l.0.npy``, ``2_l.1.npy``) pairs with one in spec 003's numbering (``0_l_0.npy``,
+    ``0_l_1.npy``), and a save that only one run made shifts no other pair. ``by_key`` of the
+    result counts those pairs. Unpaired target files follow, in their order.
+    """
+    index = map_by_name(orig, target)
+    count = len(index.orig)
+    lonely = np.flatnonzero(index.target_index[:count] < 0)
+    rest = index.target_index[count:]
+    if not lonely.size or not rest.size:
+        return index
+    where_orig = {index.orig[int(i)]: int(i) for i in lonely}
+    where_target = {index.target[int(j)]: int(j) for j in rest}
+    keyed = [
+        (where_orig[a], where_target[b])
+        for a, b in map_by_key(list(where_orig), list(where_target))
+        if a is not None and b is not None
+    ]
+    if not keyed:
+        return index
+    target_index = index.target_index[:count].copy()
+    for i, j in keyed:
+        target_index[i] = j
+    taken = {j for _, j in keyed}
+    left = np.array([j for j in rest.tolist() if j not in taken], dtype=np.int64)
+    paired = PairIndex(
+        index.orig,
+        index.target,
+        np.concatenate([np.arange(count, dtype=np.int64), np.full(left.size, -1, dtype=np.int64)]),
+        np.concatenate([target_index, left]),
+    )
+    paired.by_key = len(keyed)
+    return paired
+
+
 def map_by_number(orig: Sequence[str], target: Sequence[str]) -> PairIndex:
     """Pair the i-th file of each ordered list; the longer list's extra files get None."""
     return name_lists.pair_by_number(_as_names(orig), _as_names(target))

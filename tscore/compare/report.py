@@ -276,6 +276,11 @@ class CompareReport(BaseModel):
         description="temporary files of saves that never finished (their process is gone), per side; "
         "never read, removed by the next save or `tscore clean`",
     )
+    paired_by_key: int = Field(
+        default=0,
+        description="pairs (match 'name') of files whose names differ but that saved the same name and key "
+        "(TroubleShooter 1.0.18's numbering against spec 003's, or ids shifted by a save one run made)",
+    )
     _spool: Spool | None = PrivateAttr(default=None)  # every row as CSV, beyond KEEP_ALL_ROWS
 
     @computed_field  # type: ignore[prop-decorator]
@@ -325,6 +330,11 @@ class CompareReport(BaseModel):
         if ignored:
             per_side = ", ".join(f"{side} {len(v)}" for side, v in self.ignored_files.items() if v)
             line += f"; {ignored} non-.npy file(s) ignored ({per_side})"
+        if self.paired_by_key:
+            line += (
+                f"; {self.paired_by_key} pair(s) by the name and key they saved, their ids differ "
+                "(TroubleShooter 1.0.18's numbering, or a save that one run made)"
+            )
         skipped = sum(len(v) for v in self.skipped_files.values())
         if skipped:
             line += f"; {skipped} unfinished save(s) skipped (`tscore clean FOLDER` removes them)"
