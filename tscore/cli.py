@@ -187,8 +187,9 @@ def _add_compare(commands: Any) -> None:
         "--match",
         choices=MATCH_STRATEGIES,
         default="name",
-        help="pair files by identical name (default), by the numbers in their names, or by shape "
-        "edit distance (gradients)",
+        help="pair files by identical name, then the rest by the name and key they saved (name, the "
+        "default); by the saved name and key alone (key); by the numbers in their names (number); or by "
+        "shape edit distance (shape, for gradients)",
     )
     compare.add_argument("--rtol", type=_non_negative, default=1e-4, help="relative tolerance (default 1e-4)")
     compare.add_argument("--atol", type=_non_negative, default=1e-4, help="absolute tolerance (default 1e-4)")

@@ -30,15 +30,16 @@ def _cmd_dump_compare(args: argparse.Namespace) -> int:
         if args.json:
             with open(args.json, "w", encoding="utf-8") as stream:
                 stream.write(report.model_dump_json(indent=2))
-        print(report.summary())
-        for path in report.files:
-            print(f"wrote {path}")
+        if not args.quiet:
+            print(report.summary())
+            for path in report.files:
+                print(f"wrote {path}")
     write_html_report(args, report)
     return 0 if report.passed else 1
 
 
 def add_dump_compare(commands: Any, non_negative: Callable[[str], float]) -> None:
-    """Add ``tscore dump-compare NPU BENCH [-o DIR] [--stack] [--tolerance T] [--json FILE]``."""
+    """Add ``tscore dump-compare NPU BENCH [-o DIR] [--stack] [--tolerance T] [--json FILE] [-q]``."""
     parser = commands.add_parser(
         "dump-compare",
         help="compare two dumps (tscore, msprobe or ptdbg); name the first API with its own error",
@@ -61,4 +62,7 @@ def add_dump_compare(commands: Any, non_negative: Callable[[str], float]) -> Non
     )
     parser.add_argument("--json", metavar="FILE", help="also write the report as JSON ('-': to stdout only)")
     add_html_options(parser, ("error", *METRICS))
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="print nothing; the exit status and the files tell"
+    )
     parser.set_defaults(run=_cmd_dump_compare, api_names={"target": "NPU", "orig": "BENCH"})
