@@ -31,7 +31,7 @@ def test_bundled_example_pairs_file_by_file(tmp_path):
     ).stdout
     assert max(len(line) for line in out.splitlines()) <= 100, out
     assert "largest difference between the twins" in out
-    assert "The list of comparison results" in out and "| orig: " in out  # the folders under the title
+    assert "The list of comparison results" in out and "orig: " in out  # the folders under the title
     assert "shape of" in out and "fc1.weight_" in out  # headers and long names wrapped, not cut
     assert "7 pairs: 7 within tolerance" in out
     # the planted mistake (MindSpore's LeakyReLU() slope) is named where it was planted, and the page written
