@@ -101,9 +101,12 @@ def _render_plugins(rows: list[dict[str, Any]]) -> str:
     width = terminal_width()
     if width is None:
         return tabulate(table, headers=headers, tablefmt="simple")
-    status = min(30, max((len(row[1]) for row in table), default=6))
-    fixed = tabulate([[*row[:1], row[1][:status], *row[2:4]] for row in table], headers=headers[:4])
-    hooks = max(20, width - len(fixed.splitlines()[1]) - 2)  # the rule under the headers: full width
+    # The columns but status and hooks keep their width; those two share the rest (hooks first).
+    kept = tabulate([[row[0], row[2], row[3]] for row in table], headers=["plugin", "package", "framework"])
+    room = width - len(kept.splitlines()[1]) - 4  # the rule under the headers; two more separators
+    longest = max((len(row[1]) for row in table), default=6)
+    status = max(12, min(longest, 30, room - 24))
+    hooks = max(12, room - status)
     return tabulate(table, headers=headers, tablefmt="simple", maxcolwidths=[None, status, None, None, hooks])
 
 
