@@ -52,7 +52,7 @@ from tscore.errors import TscoreError
 from tscore.html_report.cli_options import add_html_options, check_html_target, write_html_report
 from tscore.netdiff import cli_command
 from tscore.plugins import get_plugin_manager
-from tscore.terminal import terminal_width
+from tscore.terminal import terminal_width, wrap_text
 from tscore.version import __version__
 
 EXIT_DIFFER = 1  # a comparison found a difference
@@ -105,9 +105,18 @@ def _render_plugins(rows: list[dict[str, Any]]) -> str:
     kept = tabulate([[row[0], row[2], row[3]] for row in table], headers=["plugin", "package", "framework"])
     room = width - len(kept.splitlines()[1]) - 4  # the rule under the headers; two more separators
     longest = max((len(row[1]) for row in table), default=6)
-    status = max(12, min(longest, 30, room - 24))
-    hooks = max(12, room - status)
-    return tabulate(table, headers=headers, tablefmt="simple", maxcolwidths=[None, status, None, None, hooks])
+    status = min(longest, max(12, min(30, room - 24)))
+    hooks = max(12, room - max(status, len("status") + 2))  # tabulate pads a header by two
+
+    def render(hooks: int) -> str:
+        wrapped = [[*row[:4], "\n".join(wrap_text(row[4], hooks))] for row in table]  # never inside a name
+        return tabulate(
+            wrapped, headers=headers, tablefmt="simple", maxcolwidths=[None, status, None, None, None]
+        )
+
+    text = render(hooks)
+    excess = len(text.splitlines()[1]) - width
+    return render(max(12, hooks - excess)) if excess > 0 else text
 
 
 def _cmd_plugins(args: argparse.Namespace) -> int:
@@ -182,7 +191,8 @@ def _add_compare(commands: Any) -> None:
         help="compare two folders of .npy files (exit 0: all within tolerance, 1: not, 3: unreadable files)",
         description="Compare the .npy files of two folders pair by pair, as ts.migrator.compare_npy_dir. "
         "Exit status: 0 every pair within tolerance; 1 some pair differs; 2 a bad argument or folder; "
-        "3 some files could not be read (each named on stderr, with -q too), the others compared.",
+        "3 some files could not be read (named in the table's notes, or on stderr with -q), the others "
+        "compared; 3 wins over 1, since the comparison is then incomplete.",
     )
     compare.add_argument("orig_dir", metavar="DIR_A", help="folder of the original run")
     compare.add_argument("target_dir", metavar="DIR_B", help="folder of the run to check against it")
@@ -290,7 +300,8 @@ def _in_cli_words(message: str, names: Mapping[str, str]) -> str:
     """
     for python_name, shown in names.items():
         if "_" in python_name:
-            message = re.sub(rf"\b{re.escape(python_name)}\b(?!=)", shown, message)
+            # not inside a path or a file name ('orig_dir/x', 'pt_params.pth'), nor as advice ``name=``
+            message = re.sub(rf"(?<![\w/.\\-]){re.escape(python_name)}(?![\w/.=\\-])", shown, message)
         elif re.match(rf"{re.escape(python_name)}[: ]", message):
             message = shown + message[len(python_name) :]
     return message

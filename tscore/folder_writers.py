@@ -97,9 +97,18 @@ def process_started() -> float:
     pid = os.getpid()
     started = _started.get(pid)
     if started is None:
-        fallback = _IMPORTED if pid == _IMPORT_PID else time.time()
-        started = _started[pid] = _start_from_proc() or fallback
+        latest = _IMPORTED if pid == _IMPORT_PID else time.time()
+        found = _start_from_proc()  # never later than what this process already saw (a container's /proc)
+        started = _started[pid] = min(found, latest) if found is not None else latest
     return started
+
+
+def start_new_run() -> None:
+    """Count this process's run as starting now: files written before now are an earlier run's.
+
+    For a process that outlives runs (a notebook kernel, a server): ``ts.reset_save_id()`` calls it.
+    """
+    _started[os.getpid()] = time.time()
 
 
 def temp_name(final_name: str, serial: int) -> str:

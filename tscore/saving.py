@@ -47,10 +47,15 @@ def next_save_id() -> int:
 
 
 def reset_save_id(start: int = 0) -> None:
-    """Restart the id counter of ``save``/``save_grad`` at ``start`` (for a new run in one process)."""
+    """Restart the id counter of ``save``/``save_grad`` at ``start`` (for a new run in one process).
+
+    Files that other processes wrote into a folder before this call then count as an earlier run's,
+    which a save replaces (a notebook kernel that outlives runs of a script beside it).
+    """
     global _ids
     with _id_lock:
         _ids = itertools.count(start)
+    folder_writers.start_new_run()  # what other processes wrote before now is an earlier run's
 
 
 def _leaves(data: object, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], object]]:
@@ -121,6 +126,7 @@ def _write(
             {"file": os.path.basename(path), **item.meta, "stored_dtype": str(stored.dtype), "writer": writer}
         )
     npy_files.append_meta(folder, records)
+    _placed.difference_update(written)  # recorded now: the side file says whose they are
     return written
 
 
@@ -135,6 +141,8 @@ def rank_folder(folder: str) -> str:
 
 
 _warned: set[str] = set()  # folders where a collision with another process was reported
+_placed: set[str] = set()  # files this process placed whose record is not written yet (any thread)
+_placed_pid = [os.getpid()]
 _owners: dict[str, tuple[int, dict[str, str]]] = {}  # folder -> (bytes of meta read, {file: writer})
 _owners_lock = threading.Lock()
 
@@ -187,6 +195,8 @@ def _taken_by_another(folder: str, file: str) -> list[str]:
     its saves first): it was not an earlier run. A file no record names, in a folder another
     live process writes, may be that process's, written a moment ago: it is kept.
     """
+    if os.path.join(folder, file) in _placed:  # this process's (another thread's, its record not yet written)
+        return []
     owner = _recorded_writer(folder, file)
     if owner == folder_writers.writer_id():
         return []
@@ -233,6 +243,10 @@ def _place(temp: str, path: str) -> str:
                     folder_writers.writer_id(),
                     folder_writers.writer_id(),
                 )
+    if _placed_pid[0] != os.getpid():  # a forked child: its parent's files are not its own
+        _placed.clear()
+        _placed_pid[0] = os.getpid()
+    _placed.add(path)
     return path
 
 

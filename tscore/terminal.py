@@ -2,7 +2,7 @@
 
 A report printed at a terminal fits the terminal: ``$COLUMNS`` when it is
 set, else the width of the terminal that standard output is. Output that
-goes to a file or a pipe has no width, so nothing is wrapped there: a
+goes to a file or a pipe (with no ``$COLUMNS`` set) has no width, so nothing is wrapped there: a
 program reading it gets one row per line (and ``--json`` or the CSV file
 always hold every field). Fitting wraps; it never cuts a name.
 :func:`fixed_width` sets the width for a block of code.
@@ -57,6 +57,7 @@ def wrap_name(name: str, width: int) -> str:
     ``3_grads_fc1.weight_0.npy`` at 14 becomes ``3_grads_fc1.`` and ``weight_0.npy``: every
     character stays, so names that differ only in their middle still differ on the screen.
     """
+    width = max(1, width)
     lines = []
     while len(name) > width:
         cut = max(name.rfind(separator, 0, width) for separator in "_./") + 1
@@ -87,9 +88,11 @@ def fit_lines(text: str, width: int | None) -> str:
     """Wrap each line of ``text`` longer than ``width`` (:func:`wrap_text`), the rest indented by four."""
     if width is None:
         return text
+    width = max(1, width)
+    indent = "    " if width > 8 else ""
     out = []
     for line in text.splitlines():
-        out.extend([line] if len(line) <= width else wrap_text(line, width, "    "))
+        out.extend([line] if len(line) <= width else wrap_text(line, width, indent))
     return "\n".join(out)
 
 

@@ -117,6 +117,23 @@ def test_the_table_fits_the_terminal_names_both_folders_and_ends_with_the_first_
     assert f"| {names[0]} |" in capsys.readouterr().out
 
 
+def test_a_path_that_holds_an_argument_name_is_left_as_it_is(tmp_path: Path, capsys) -> None:
+    missing = tmp_path / "orig_dir" / "missing"
+    assert main(["compare", str(missing), str(tmp_path)]) == 2
+    assert f"DIR_A '{missing}' does not exist" in capsys.readouterr().err
+
+
+def test_a_tiny_terminal_width_wraps_without_hanging(folders, monkeypatch, capsys) -> None:
+    from tscore.terminal import fit_lines, wrap_name
+
+    assert wrap_name("abc_def", 0) == "a\nb\nc\n_\nd\ne\nf" and fit_lines("ab cd", 1) == "a\nb\nc\nd"
+    a, _, c = folders
+    for columns in ("1", "4", "9"):
+        monkeypatch.setenv("COLUMNS", columns)
+        assert main(["compare", str(a), str(c), "--match", "number"]) == 1
+        assert "divergence" in "".join(capsys.readouterr().out.split())  # however narrow, it ends
+
+
 def test_json_to_stdout_and_files(folders, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a, _, c = folders
     assert main(["compare", str(a), str(c), "--match", "shape", "--json", "-"]) == 1

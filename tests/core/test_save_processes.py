@@ -148,6 +148,17 @@ def test_a_later_run_replaces_the_files_of_an_earlier_one(tmp_path):
     np.testing.assert_array_equal(np.load(folder / "0_x.npy"), [2.0, 2.0])
 
 
+def test_a_process_that_outlives_runs_replaces_their_files_after_reset_save_id(tmp_path):
+    """A notebook kernel: a script beside it saved and ended; the kernel's next run replaces its files."""
+    folder = tmp_path / "out"
+    script = "import sys, numpy as np, tscore as ts; ts.save(sys.argv[1], np.zeros(2))"
+    subprocess.run([sys.executable, "-c", script, str(folder / "x")], check=True)
+    ts.reset_save_id()
+    ts.save(str(folder / "x"), np.ones(2))
+    assert [n for n in os.listdir(folder) if n.endswith(".npy")] == ["0_x.npy"]
+    np.testing.assert_array_equal(np.load(folder / "0_x.npy"), [1.0, 1.0])
+
+
 KILLED = textwrap.dedent(
     """
     import sys, numpy as np, tscore as ts

@@ -93,6 +93,21 @@ def test_compare_npy_dir_pairs_by_name_first_and_a_save_one_run_made_shifts_no_p
     assert same.paired_by_key == 0 and all(row.orig_name == row.target_name for row in same.pairs)
 
 
+def test_a_name_saved_in_a_loop_never_pairs_across_the_steps_that_paired_by_name(tmp_path):
+    orig, target = tmp_path / "orig", tmp_path / "target"
+    for folder in (orig, target):
+        folder.mkdir()
+    for step in range(3):
+        np.save(orig / f"{step}_x.npy", np.full(2, float(step)))
+    np.save(target / "0_pre.npy", np.zeros(2))
+    for step in range(1, 4):
+        np.save(target / f"{step}_x.npy", np.full(2, float(step)))
+    report = ts.migrator.compare_npy_dir(orig, target, print_level=0)
+    pairs = _pairs(report)
+    assert pairs["1_x.npy"] == "1_x.npy" and pairs["2_x.npy"] == "2_x.npy"
+    assert pairs["0_x.npy"] is None and report.paired_by_key == 0  # not 0_x with 3_x, across 1_x and 2_x
+
+
 def test_save_writes_troubleshooter_1_0_18s_names_when_asked(tmp_path):
     ours = _tscore_saves(tmp_path / "ours", layout="1.0.18")
     assert sorted(p.name for p in ours.glob("*.npy")) == sorted(PARTNERS)

@@ -94,6 +94,19 @@ def test_a_file_that_is_no_torch_checkpoint_is_called_so_with_no_advice_to_trust
     assert "trust" not in message and "torch.load failed" not in message
 
 
+@pytest.mark.parametrize("protocol", [2, 3, 4, 5])
+def test_torchs_pickle_format_reads_whatever_pickle_protocol_wrote_it(tmp_path: Path, protocol: int) -> None:
+    path = tmp_path / f"legacy{protocol}.pth"
+    torch.save({"w": torch.arange(3.0)}, path, _use_new_zipfile_serialization=False, pickle_protocol=protocol)
+    if (
+        protocol >= 4
+    ):  # torch's weights-only reader has no FRAME opcode: a real torch file, so trust is advised
+        with pytest.raises(CheckpointReadError, match="trust_pickle=True"):
+            load_checkpoint(path)
+    loaded = load_checkpoint(path, trust_pickle=protocol >= 4)
+    np.testing.assert_array_equal(loaded.params["w"], [0.0, 1.0, 2.0])
+
+
 def test_a_truncated_torch_checkpoint_says_so(tmp_path: Path) -> None:
     torch.save({"w": torch.ones(64)}, tmp_path / "old.pth", _use_new_zipfile_serialization=False)
     (tmp_path / "cut.pth").write_bytes((tmp_path / "old.pth").read_bytes()[:40])

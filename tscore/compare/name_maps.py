@@ -178,11 +178,14 @@ def map_by_name_then_key(orig: Sequence[str], target: Sequence[str]) -> PairInde
         return index
     where_orig = {index.orig[int(i)]: int(i) for i in lonely}
     where_target = {index.target[int(j)]: int(j) for j in rest}
+    named = np.flatnonzero(index.target_index[:count] >= 0)  # orig positions paired by name, in order
+    partners = index.target_index[named]
     keyed = [
         (where_orig[a], where_target[b])
         for a, b in map_by_key(list(where_orig), list(where_target))
         if a is not None and b is not None
     ]
+    keyed = [(i, j) for i, j in keyed if _keeps_order(i, j, named, partners)]
     if not keyed:
         return index
     target_index = index.target_index[:count].copy()
@@ -218,6 +221,18 @@ def saved_key(name: str) -> str:
     stem = base[: -len(".npy")] if base.endswith(".npy") else base
     key = _SAVE_ID.sub("", stem, count=1).replace(".", "_")
     return f"{folder}/{key}" if folder else key
+
+
+def _keeps_order(i: int, j: int, named: np.ndarray, partners: np.ndarray) -> bool:
+    """Say whether pairing orig ``i`` with target ``j`` keeps the order of the pairs made by name.
+
+    The name pairs before ``i`` must end before ``j`` and those after it start after ``j``: a
+    loop's ``0_x.npy`` never pairs with the target's ``3_x.npy`` across ``1_x`` and ``2_x``.
+    """
+    at = int(np.searchsorted(named, i))
+    before_ok = at == 0 or int(partners[at - 1]) < j
+    after_ok = at == named.size or int(partners[at]) > j
+    return before_ok and after_ok
 
 
 def map_by_key(orig: Sequence[str], target: Sequence[str]) -> NameMap:

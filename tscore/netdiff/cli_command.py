@@ -251,4 +251,6 @@ def add_diff(commands: Any, non_negative: Callable[[str], float], positive_int: 
     parser.add_argument("--json", metavar="FILE", help="write the report as JSON ('-': to stdout only)")
     add_html_options(parser)
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
-    parser.set_defaults(run=_cmd_diff)
+    parser.set_defaults(
+        run=_cmd_diff, api_names={"pt_params_path": "--pt-params", "ms_params_path": "--ms-params"}
+    )

@@ -42,8 +42,9 @@ def _zip_damage(path: str) -> tuple[str, int] | None:
     return None
 
 
-# What torch.save wrote before torch 1.6 (the zip format): a protocol-2 pickle of torch's magic number first.
-_LEGACY_HEADER = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19"
+# What torch.save writes first in its pickle format (torch < 1.6, _use_new_zipfile_serialization=False):
+# its magic number as a pickled long, after the protocol opcode (and, from protocol 4, a frame opcode).
+_MAGIC = b"\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19"
 
 
 def _kind(path: str) -> str:
@@ -53,11 +54,12 @@ def _kind(path: str) -> str:
     number. Anything else is no torch checkpoint, whatever ``torch.load`` says about it.
     """
     with open(path, "rb") as stream:
-        head = stream.read(len(_LEGACY_HEADER))
+        head = stream.read(32)
     if head.startswith(b"PK"):
         return "zip"
-    if head == _LEGACY_HEADER:
+    if head[:1] == b"\x80" and _MAGIC in head:
         return "legacy"
+    head = head[:16]
     if not head:
         return "the file is empty (0 bytes)"
     if head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5:

@@ -36,8 +36,12 @@
   // A name may break only after "_", "." or "/" (a <wbr> there, which copies as nothing); a word
   // such as a status never breaks (the stylesheet keeps every other character together).
   function fillName(td, text) {
-    const parts = text.split(/(?<=[_./])/);
-    td.replaceChildren(...parts.flatMap((part, k) => k ? [document.createElement("wbr"), part] : [part]));
+    const pieces = text.split(/([_./])/), nodes = [];  // no look-behind: older Safari cannot parse one
+    for (let k = 0; k < pieces.length; k += 2) {
+      nodes.push(pieces[k] + (pieces[k + 1] || ""));
+      if (k + 2 < pieces.length) nodes.push(document.createElement("wbr"));
+    }
+    td.replaceChildren(...nodes);
   }
 
   function show(value, numeric, asPercent) {
