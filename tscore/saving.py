@@ -171,6 +171,9 @@ def _recorded_writer(folder: str, file: str) -> str | None:
         return owners.get(file) or None
 
 
+_START_TICK = 0.01  # how finely the kernel says when a process started (one clock tick)
+
+
 def _written_since_start(path: str) -> bool:
     """Say whether the file at ``path`` was last written after this process started.
 
@@ -183,9 +186,6 @@ def _written_since_start(path: str) -> bool:
     return written > folder_writers.process_started() + _START_TICK
 
 
-_START_TICK = 0.01  # how finely the kernel says when a process started (one clock tick)
-
-
 def _taken_by_another(folder: str, file: str) -> list[str]:
     """Return the other processes whose file ``folder/file`` is, or [] when this process may replace it.
 
@@ -195,7 +195,8 @@ def _taken_by_another(folder: str, file: str) -> list[str]:
     its saves first): it was not an earlier run. A file no record names, in a folder another
     live process writes, may be that process's, written a moment ago: it is kept.
     """
-    if os.path.join(folder, file) in _placed:  # this process's (another thread's, its record not yet written)
+    path = os.path.join(folder, file)
+    if path in _placed:  # this process's (another thread's, its record not yet written)
         return []
     owner = _recorded_writer(folder, file)
     if owner == folder_writers.writer_id():
@@ -204,13 +205,13 @@ def _taken_by_another(folder: str, file: str) -> list[str]:
         others = folder_writers.live_writers(folder)
         if others:
             return others
-        return ["a process that has ended"] if _written_since_start(os.path.join(folder, file)) else []
+        return ["a process that has ended"] if _written_since_start(path) else []
     host, _, pid = owner.rpartition("-")
     if not pid.isdigit():
         return []
     if folder_writers.writer_alive(folder, host or None, int(pid)):
         return [owner]
-    return [f"{owner} (ended)"] if _written_since_start(os.path.join(folder, file)) else []
+    return [f"{owner} (ended)"] if _written_since_start(path) else []
 
 
 def _place(temp: str, path: str) -> str:
