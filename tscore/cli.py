@@ -25,7 +25,8 @@ APIs, tensor files and bytes.
 Exit status: 0 on success (for ``compare`` and ``ckpt-diff``: everything
 within tolerance), 1 when a comparison found a difference, 2 on a usage error
 or bad input that stopped the command, 3 when ``compare`` could not read some
-of the files (each named, with ``-q`` too, on stderr) and compared the rest.
+of the files (named in the table's notes, or on stderr with ``-q``) and compared
+the rest; 3 wins over 1, since the comparison is then incomplete.
 """
 
 from __future__ import annotations

@@ -5,20 +5,13 @@ set, else the width of the terminal that standard output is. Output that
 goes to a file or a pipe (with no ``$COLUMNS`` set) has no width, so nothing is wrapped there: a
 program reading it gets one row per line (and ``--json`` or the CSV file
 always hold every field). Fitting wraps; it never cuts a name.
-:func:`fixed_width` sets the width for a block of code.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import textwrap
-from collections.abc import Iterator
-from contextvars import ContextVar
-
-_AUTO = -1  # no width forced: ask the environment
-_forced: ContextVar[int | None] = ContextVar("tscore_terminal_width", default=_AUTO)
 
 
 def terminal_width() -> int | None:
@@ -27,9 +20,6 @@ def terminal_width() -> int | None:
     None when standard output is no terminal (a file, a pipe, a notebook, pytest's capture) and
     ``$COLUMNS`` is not set.
     """
-    forced = _forced.get()
-    if forced != _AUTO:
-        return forced
     columns = os.environ.get("COLUMNS", "")
     if columns.isdigit() and int(columns) > 0:
         return int(columns)
@@ -39,16 +29,6 @@ def terminal_width() -> int | None:
     except (OSError, ValueError, AttributeError):  # no file descriptor behind stdout
         pass
     return None
-
-
-@contextlib.contextmanager
-def fixed_width(width: int | None) -> Iterator[None]:
-    """Fit what is printed inside the block to ``width`` columns (None: never wrap)."""
-    token = _forced.set(width)
-    try:
-        yield
-    finally:
-        _forced.reset(token)
 
 
 def wrap_name(name: str, width: int) -> str:
