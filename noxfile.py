@@ -1,11 +1,11 @@
 """Every way to install, test, lint and benchmark tscore.
 
-Plain ``nox`` runs lint and the nine test sessions: the core with no framework
+Plain ``nox`` runs lint and the ten test sessions: the core with no framework
 installed, torch alone, MindSpore alone, both together, a real model zoo's
 port (mindcv) against torch, the MSAdapter backend on mindnlp's mindtorch,
-the PaddlePaddle backend beside torch, the
-Ascend NPU plugin against a fake torch_npu, and the HTML reports in a real
-headless Chromium. ``nox -s gpu`` runs the GPU tests on a machine with CUDA.
+the PaddlePaddle backend beside torch, the Ascend NPU plugin against a fake
+torch_npu, the HTML reports in a real headless Chromium, and the documentation
+site built in strict mode. ``nox -s gpu`` runs the GPU tests on a machine with CUDA.
 ``nox -s example`` runs the bundled example; ``nox -s bench``,
 ``nox -s bench_compare``, ``nox -s bench_checkpoint``, ``nox -s bench_netdiff``,
 ``nox -s bench_dump``, ``nox -s bench_host_stats``, ``nox -s bench_dump_compare`` and ``nox -s bench_html``
@@ -31,6 +31,7 @@ nox.options.sessions = [
     "paddle",
     "npu",
     "browser",
+    "docs",
 ]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
@@ -210,6 +211,23 @@ def browser(session: nox.Session) -> None:
     session.install(*CONSTRAINTS, CORE, TORCH_PLUGIN, "playwright>=1.40")
     _compiled_capture(session)
     _pytest(session, "tests/browser")
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """The documentation site (``docs/``, ``mkdocs.yml``): built in strict mode, then checked as built.
+
+    Strict mode fails on a broken link, a missing page or a reference mkdocstrings cannot resolve;
+    ``tests/site`` then reads the built pages (every hook and public name in the reference, every
+    page in the navigation, the pictures). The Python blocks of its pages run in the framework
+    sessions (``tests/cross/test_docs_examples.py`` and its kin), which have the frameworks they use.
+    """
+    session.install(*CONSTRAINTS, ".[docs]", "pytest>=7.4")
+    session.env["NO_MKDOCS_2_WARNING"] = "1"  # Material's banner about its successor, not a problem here
+    site = Path(session.create_tmp()).resolve() / "site"
+    session.run("mkdocs", "build", "--strict", "--site-dir", str(site))
+    session.env["TSCORE_SITE_DIR"] = str(site)
+    _pytest(session, "tests/site")
 
 
 @nox.session(python=PYTHON)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU check, on a machine with CUDA, a CUDA build of torch as `python3`, and no package index: the
-# wheels tscore, nox and msprobe need lie in .whl (the README's Development section says how to fetch
+# wheels tscore, nox and msprobe need lie in .whl (docs/development.md says how to fetch
 # them). Runs the statistics kernel's timing, the GPU tests (`nox -s gpu`), the dump benchmark against
 # msprobe 26.2 on the GPU (statistics, tensor mode, the overflow check), what a dumped ResNet-50 step
 # hands to Python's oldest generation and, when asked, two profiles; logs and the benchmark's JSON go

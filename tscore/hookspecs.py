@@ -14,8 +14,8 @@ registered under the entry point group ``tscore`` in its own
     jax = "ts_jax.plugin:plugin"
 
 A plugin may also be a module of ``@hookimpl`` functions named like the hooks
-(``from tscore.plugin_api import hookimpl``). The README's "Writing a backend"
-section walks through a whole backend; ``tscore.testing.conformance`` is the
+(``from tscore.plugin_api import hookimpl``). The manual's "Writing a backend"
+page walks through a whole backend; ``tscore.testing.conformance`` is the
 test suite a backend runs to show it keeps this contract.
 
 Conventions that hold for every hook:
@@ -79,6 +79,9 @@ def ts_framework_info() -> FrameworkInfo | None:
     label saved tensors. Must not import the framework: read its version from
     the installed distribution's metadata instead.
 
+    In :class:`~tscore.backend.Backend`: Name, version and whether the framework is imported; from the class
+    attributes ``framework``, ``module``, ``distribution``.
+
     :return: a :class:`~tscore.contract.tensors.FrameworkInfo` such as
         ``FrameworkInfo(name="torch", version="2.13.0", imported=False)``,
         where ``imported`` says whether the framework is in ``sys.modules``.
@@ -97,6 +100,8 @@ def ts_is_tensor(obj: object) -> bool | None:
     ``firstresult``: return ``True`` for your own tensors (parameters and
     subclasses included) and ``None`` for anything else.
 
+    In :class:`~tscore.backend.Backend`: Claims your tensors: ``tensor_types()``.
+
     :param obj: any Python object.
     """
 
@@ -110,6 +115,8 @@ def ts_to_numpy(obj: object, copy: bool) -> np.ndarray | None:
     The array must hold the same values and the same dtype: bfloat16 becomes
     an ``ml_dtypes.bfloat16`` array, float16 stays float16, a 0-d tensor
     becomes a 0-d array. Detach from autograd and copy from any device.
+
+    In :class:`~tscore.backend.Backend`: ``to_numpy(tensor, copy)``: the values on the host, same dtype.
 
     :param obj: the object to convert.
     :param copy: ``True``: the array must not share memory with the tensor
@@ -127,6 +134,9 @@ def ts_tensor_meta(obj: object) -> TensorMeta | None:
 
     ``firstresult``: return ``None`` for objects that are not yours.
 
+    In :class:`~tscore.backend.Backend`: Neutral dtype, your spelling, shape, device: ``tensor_dtype``,
+    ``neutral_dtype``, ``tensor_device``.
+
     :return: a :class:`~tscore.contract.tensors.TensorMeta` with the framework
         name, the neutral dtype name (:func:`tscore.dtypes.neutral_dtype`),
         the dtype as your framework prints it (``native_dtype``), the shape
@@ -143,6 +153,8 @@ def ts_from_numpy(array: np.ndarray, framework: str, like: object | None) -> obj
     return ``None`` otherwise. Here you may import your framework: the caller
     asked for it by name.
 
+    In :class:`~tscore.backend.Backend`: ``from_numpy(array, like)``: a tensor of yours, on ``like``'s device.
+
     :param array: the values; ``ml_dtypes.bfloat16`` arrays become bfloat16
         tensors.
     :param framework: the framework name the caller wants, or ``""``.
@@ -158,6 +170,9 @@ def ts_model_info(model: object) -> ModelInfo | None:
     ``firstresult``: return ``None`` when ``model`` is not yours. The core
     labels each side of a comparison with the answer (``torch (cpu)``,
     ``torch (npu:0)``) and picks the weight conventions of its framework.
+
+    In :class:`~tscore.backend.Backend`: Claims your networks and says where they run: ``model_types()``,
+    ``model_device(model)``; the label of a side (``torch (cpu)``).
 
     :return: ``ModelInfo(framework="torch", device="cpu")``; the device of the
         network's first parameter, ``"cpu"`` when it has none.
@@ -181,6 +196,9 @@ def ts_attach_grad_hook(tensor: object, callback: Callable[[object], None]) -> o
     passes the gradient on unchanged. ``tscore.save_grad`` is built on this
     hook, in eager execution.
 
+    In :class:`~tscore.backend.Backend`: ``attach_grad_hook(tensor, callback)``: what ``ts.save_grad``
+    returns.
+
     :param tensor: one of your tensors, part of a graph that will be
         differentiated.
     :param callback: called with the gradient tensor.
@@ -197,6 +215,9 @@ def ts_compiled_grad_hook(callback: Callable[[object], None]) -> object | None:
     object the compiled graph can apply to a tensor (MindSpore: an
     ``InsertGradientOf`` primitive) so that, every time backward runs,
     ``callback`` receives the gradient at run time.
+
+    In :class:`~tscore.backend.Backend`: ``compiled_grad_hook(callback)``: the same while a graph compiles
+    (MindSpore).
     """
 
 
@@ -205,6 +226,9 @@ def ts_model_grads(model: object, grads: object | None) -> dict[str, object] | N
     """Name the gradients of a model's trainable parameters.
 
     ``firstresult``: return ``None`` when ``model`` is not yours.
+
+    In :class:`~tscore.backend.Backend`: ``model_grads(model, grads)``: ``{name_index: grad}``, for
+    ``ts.widget.get_*_grads``.
 
     :param model: a network of your framework (``torch.nn.Module``,
         ``mindspore.nn.Cell``).
@@ -229,6 +253,9 @@ def ts_load_checkpoint(path: str, kind: str, trust: bool) -> CheckpointContents 
     ``firstresult``: answer for the file kinds you read and return ``None``
     for the others. tscore itself reads ``"ckpt"`` (MindSpore) and
     ``"safetensors"`` with numpy alone; the torch plugin reads ``"pth"``.
+
+    In :class:`~tscore.backend.Backend`: ``load_checkpoint(path, kind, trust)`` for the kinds in
+    ``checkpoint_kinds``; never unpickle what the user did not trust (``restricted_unpickle``).
 
     :param path: the checkpoint file.
     :param kind: what the file is, from its suffix or first bytes: ``"ckpt"``,
@@ -263,6 +290,8 @@ def ts_checkpoint_suffixes() -> Mapping[str, str] | None:
     tscore then passes ``kind`` to :func:`ts_load_checkpoint` for such files and
     picks the format from the suffix when writing. tscore's own: ``.ckpt``,
     ``.safetensors``, and ``.pth``/``.pt``/``.bin``/``.tar`` as ``"pth"``.
+
+    In :class:`~tscore.backend.Backend`: From ``checkpoint_suffixes``, ``{".pdparams": "pdparams"}``.
     """
 
 
@@ -277,6 +306,9 @@ def ts_save_checkpoint(
     Write atomically (:func:`tscore.npy_files.write_atomic`): a failure half
     way must leave no file behind and any old file as it was.
 
+    In :class:`~tscore.backend.Backend`: ``save_checkpoint(params, path, format)``, atomically
+    (``write_atomic``).
+
     :param framework: the framework that will read the file (``"mindspore"``,
         ``"torch"``), for formats that record it (safetensors metadata).
     """
@@ -289,6 +321,9 @@ def ts_model_state(model: object) -> dict[str, np.ndarray] | None:
     ``firstresult``: return ``None`` when ``model`` is not yours. Names are
     the ones your framework's own checkpoint would use, in its order
     (torch: ``state_dict()``; MindSpore: ``parameters_and_names()``).
+
+    In :class:`~tscore.backend.Backend`: ``model_state(model)``: every parameter and buffer, by your
+    checkpoint's names.
     """
 
 
@@ -299,6 +334,8 @@ def ts_load_model_state(model: object, params: Mapping[str, np.ndarray]) -> bool
     ``firstresult``: return ``None`` when ``model`` is not yours, ``True``
     once loaded. The caller has already checked that every name exists in
     :func:`ts_model_state` with the same shape; cast to the parameter's dtype.
+
+    In :class:`~tscore.backend.Backend`: ``load_model_state(model, params)``.
     """
 
 
@@ -325,6 +362,9 @@ def ts_layer_params(model: object) -> Sequence[tuple[str, str, Sequence[str]]] |
     ``groupnorm``, ``embedding``, ``prelu``, ``rnn``, ``lstm``, ``gru``,
     ``multihead_attention``. Parameter names are relative to the layer
     (``"weight"``, ``"running_mean"``).
+
+    In :class:`~tscore.backend.Backend`: The weight-owning layers, ``(path, kind, local names)``; derived from
+    ``named_layers`` unless you override ``layer_params``.
     """
 
 
@@ -356,6 +396,10 @@ def ts_weight_convention(kind: str, framework: str) -> Mapping[str, Any] | None:
 
     (These are PyTorch's names, written down here so that no backend needs
     torch to know them.)
+
+    In :class:`~tscore.backend.Backend`: ``weight_convention(kind)``: how your framework names and lays out a
+    layer kind's weights relative to the neutral form (torch's names and layouts); tscore converts any pair of
+    frameworks through it.
 
     :param kind: a neutral layer kind from :func:`ts_layer_params`.
     :param framework: the framework whose convention is asked for.
@@ -391,6 +435,11 @@ def ts_dump_api_names(framework: str) -> Mapping[str, Mapping[str, Any]] | None:
     ``conv1d``/``conv2d``/``conv3d`` or ``matmul`` is folded into it (the
     latter becoming ``linear``), as torch computes both in one call.
 
+    In :class:`~tscore.backend.Backend`: ``dump_api_names()``: ``{"Prefix.api": {"op": ..., "inputs": [...],
+    "outputs": [...]}}``, each API your dumps record as a neutral operation (torch's functional names) and its
+    values as neutral slots, so that a dump of your framework pairs API by API with another framework's; a
+    data file in your package is the usual home.
+
     :param framework: the framework a dump names.
     :return: ``{"Prefix.api": {"op": neutral operation, "inputs": [neutral name
         of each positional input, in order], "outputs": [neutral name of each
@@ -412,6 +461,9 @@ def ts_value_transforms() -> Mapping[str, Any] | None:
     array and the integer arguments, and a function giving the inverse's
     spelling). A weight map then writes ``"name(1, 2)"``. tscore's own:
     ``unsqueeze(axis)``, ``squeeze(axis)``, ``transpose(*axes)``.
+
+    In :class:`~tscore.backend.Backend`: ``value_transforms()``: ``{name: ValueTransform}`` beyond tscore's
+    ``unsqueeze``, ``squeeze`` and ``transpose``.
     """
 
 
@@ -428,6 +480,9 @@ def ts_seed_all(seed: int, deterministic: bool) -> str | None:
     framework is importable; import it if needed (the caller asked to seed
     everything). Return the framework name you seeded, or ``None`` if your
     framework is not installed.
+
+    In :class:`~tscore.backend.Backend`: ``seed(seed, deterministic)``; ``import_to_seed = False`` when
+    importing your framework would change the process.
     """
 
 
@@ -446,6 +501,10 @@ def ts_prepare_runtime(runtime: Runtime) -> None:
     compiler knows before it meets them. The MindSpore plugin adds the
     package to ``MS_JIT_IGNORE_MODULES``. Change nothing that a program which
     never calls tscore would notice.
+
+    In :class:`~tscore.backend.Backend`: ``prepare_runtime(runtime)``: once, when the plugin registers, tell
+    your compiler to run ``runtime.package`` at run time and to translate ``runtime.traced`` (MindSpore's
+    graph mode).
     """
 
 
@@ -469,6 +528,17 @@ def ts_install_api_hooks(recorder: ApiRecorder) -> HookHandles | None:
     its records also need tensors' values on the host (tensor files, md5), not
     only their statistics. Example: the torch plugin pushes a
     ``TorchFunctionMode`` and hooks each output's ``grad_fn``.
+
+    In :class:`~tscore.backend.Backend`: ``install_api_hooks(recorder)``: report every API call of your
+    framework to the dump recorder until the handles are removed. The recorder is a ``plugin_api.ApiRecorder``
+    (``tscore/contract/recorders.py``): ``begin``, ``end``, ``backward``, and ``busy``, ``backward_wanted``,
+    ``reads_values``, ``config_wants``; patch nothing you cannot put back (torch: a ``TorchFunctionMode``). A
+    backend for a layer over another framework sets ``builds_on`` to that framework's name (ts_msadapter:
+    ``"mindspore"``): beside that framework's plugin it answers first for the objects both claim, and while
+    its own framework is imported the other's capture stays out of a dump (it would record the inside of every
+    call this one records). ``end`` raises ``StepStopped`` (from ``plugin_api``) when the dump stops the step,
+    as ptdbg's overflow limit does: if your framework keeps state across a call, set it back before raising it
+    on (MindSpore pops the mixed-precision type of each ``to_float`` cell the exception unwinds).
     """
 
 
@@ -488,6 +558,9 @@ def ts_tensor_stats(tensor: object) -> object | None:
     torch's answer on the CPU: ``aminmax``, ``sum`` and ``vector_norm``, three
     reductions; on a GPU ``aminmax`` and ``var_mean``, two passes over the
     tensor, the norm worked out on the host.
+
+    In :class:`~tscore.backend.Backend`: ``tensor_stats(tensor)``: max, min, mean and L2 norm on the tensor's
+    device, as one tensor the dump's writer converts later.
     """
 
 
@@ -505,6 +578,12 @@ def ts_stats_to_host(stats: Sequence[object]) -> Callable[[], Sequence[Sequence[
     no ``.cpu()`` here: the training thread must not wait for the device.
     torch's answer on CUDA: ``torch.stack``, a ``non_blocking`` copy and a
     CUDA event.
+
+    In :class:`~tscore.backend.Backend`: ``stats_to_host(stats)``: start one copy to the host of many
+    statistics your ``tensor_stats`` left on a device (the dump hands them over about 128 records at a time)
+    and return a function that waits for it and gives one row ``[max, min, mean, norm]`` per object; torch
+    copies its kernel's partial rows (one copy per shared device buffer) and stacks the rest, into pinned
+    memory with ``non_blocking``, and waits on a CUDA event in the writer's thread.
     """
 
 
@@ -522,6 +601,11 @@ def ts_copy_to_host(tensor: object) -> PendingArray | None:
     the bytes in flight, so a slow disk slows the training instead of filling
     memory. torch's answer on CUDA: a side stream, ``pin_memory``,
     ``record_stream`` and an event.
+
+    In :class:`~tscore.backend.Backend`: ``copy_to_host(tensor)``: start copying a device tensor to host
+    memory for the dump's tensor files and return a ``PendingArray`` (``nbytes``, ``result()``), or ``None``
+    for a tensor already on the host; torch copies on a side stream into pinned memory, after the work that
+    made the tensor.
     """
 
 
@@ -539,6 +623,11 @@ def ts_run_settings(framework: str, device: str) -> Sequence[RunSetting] | None:
     comparisons list the settings that differ between two runs. torch's
     answer: TF32 for matmul and cuDNN, ``float32_matmul_precision``,
     deterministic algorithms, cuDNN benchmark, autocast.
+
+    In :class:`~tscore.backend.Backend`: ``run_settings(device)``: the ``RunSetting``s (name, value, meaning,
+    the relative difference a change of it explains) that change numbers on that device, as they hold there;
+    the dump records them per device and the comparisons name those that differ between two runs (torch: TF32,
+    matmul precision, deterministic algorithms, cuDNN benchmark, autocast).
     """
 
 
@@ -556,6 +645,11 @@ def ts_tensor_abs_max(tensor: object) -> object | None:
     larger of ``max`` and ``-min``. On a device that runs behind the host
     (a GPU), return the value as a 0-d tensor left on the device, unread:
     the check then reads many at once with your ``ts_read_scalars``.
+
+    In :class:`~tscore.backend.Backend`: ``tensor_abs_max(tensor)``: the largest |x| of a floating tensor on
+    its device (NaN or inf when it holds one; ``None`` for integer, bool or empty tensors), one reduction that
+    the overflow check reads after every API call. On a device that runs behind the host, return it as a one-
+    element tensor left on the device, unread: the check reads many at once (``ts_read_scalars``).
     """
 
 
@@ -578,6 +672,14 @@ def ts_tensor_finite_probe(tensor: object) -> object | None:
     inf or NaN (torch's: the largest magnitude): it is read after later calls,
     which may have changed the tensor in place, so a non-finite value must
     mean an overflow for sure.
+
+    In :class:`~tscore.backend.Backend`: ``tensor_finite_probe(tensor)``: one number, on the tensor's device,
+    that is finite when every element is (torch's answer: the sum of a float32 or float64 tensor; ``None`` for
+    other dtypes). The overflow check looks at it first and asks ``ts_tensor_abs_max`` only for half types and
+    for a sum that was not finite (finite values can sum to inf). Optional: without it, every output gets
+    ``ts_tensor_abs_max``. On a device, leave it there unread, as for ``ts_tensor_abs_max``, and make it a
+    number that finite values can never make inf or NaN (torch: the largest magnitude, where a sum of finite
+    values may be inf): it is read after later calls, which may have changed the tensor in place.
     """
 
 
@@ -592,6 +694,11 @@ def ts_read_scalars(values: Sequence[object]) -> Sequence[float] | None:
     value, in order (inf and NaN as they are). Optional: without it each is
     read with ``float()``. torch's answer: one ``torch.stack`` per device and
     dtype, read with ``tolist()``.
+
+    In :class:`~tscore.backend.Backend`: ``read_scalars(values)``: read many one-element tensors that your two
+    hooks above left on their devices (about 64 calls' worth), one float per value in order, with as few
+    copies as you can (torch: one ``torch.stack`` per device and dtype, then ``tolist()``). Optional: without
+    it each value is read with ``float()``, still once per window rather than once per call.
     """
 
 
@@ -605,6 +712,10 @@ def ts_device_overflow() -> bool | None:
     asks once when it starts (to lower a flag raised before) and after every
     API call; a raised flag makes the call's outputs count as overflowed
     although they are finite.
+
+    In :class:`~tscore.backend.Backend`: ``device_overflow()``: whether the device's floating-point overflow
+    flag was raised since the last ask (then lower it); ``None`` for a device that writes inf and NaN into the
+    values (the Ascend NPU backend answers from torch_npu).
     """
 
 
@@ -617,6 +728,10 @@ def ts_kernel_dump(config_path: str) -> AbstractContextManager[object] | None:
     ``None`` otherwise. ``config_path`` is ptdbg's ``dump.json``, already
     checked (:mod:`tscore.dump.acl_config`). ptdbg's ``mode="acl"`` enters it
     around each call it names, so the kernels of that call alone are dumped.
+
+    In :class:`~tscore.backend.Backend`: ``kernel_dump(config_path)``: a context manager that runs the
+    device's kernel-level dump with ptdbg's ``dump.json`` while it is entered (torch_npu's ACL dump); ptdbg's
+    ``mode="acl"`` enters it around each call it names.
     """
 
 
@@ -635,6 +750,14 @@ def ts_native_dump(folder: str, model: object) -> NativeDump | None:
     ``stop()``, turns each :class:`~tscore.contract.kernels.KernelCall` into a
     ``Kernel`` record (:mod:`tscore.dump.native`), then ``discard()`` removes
     what was read.
+
+    In :class:`~tscore.backend.Backend`: ``native_dump(folder, model)``: when your framework runs the coming
+    steps as a compiled graph that no Python wrapper sees into (MindSpore's graph mode), arm its own kernel
+    dump to write under ``folder`` and return an object with ``folder``, ``framework``, ``collect()`` (the
+    ``KernelCall``s written since the last call, in execution order, each with its ``KernelTensor`` files,
+    naming the inputs that are ``model``'s parameters), ``begin_step()`` (set aside what was written while no
+    step was dumped), ``discard(calls)`` and ``why_empty()``; ``None`` otherwise. The debugger turns each
+    kernel call into a ``Kernel`` record at ``stop()`` (``tscore.dump.native``).
     """
 
 
@@ -649,6 +772,9 @@ def ts_tensor_key(tensor: object) -> object | None:
     reuses a tensor's statistics and file while the tensor it first saw is
     alive and the key is unchanged; a call's output written into the same
     memory under another key (torch's ``x.data``) ends the reuse.
+
+    In :class:`~tscore.backend.Backend`: ``tensor_key(tensor)``: a value that changes when the tensor may have
+    changed (torch's ``_version``), so the dump writes each tensor once.
     """
 
 
@@ -660,6 +786,11 @@ def ts_tensor_requires_grad(tensor: object) -> bool | None:
     your framework does not say (a MindSpore tensor that is not a ``Parameter``). The dump
     writes it in each tensor's record, as msprobe does, and the dump comparison shows both
     runs' values and whether they agree (``Requires_grad Consistent``).
+
+    In :class:`~tscore.backend.Backend`: ``tensor_requires_grad(tensor)``: whether the tensor takes part in
+    autograd (torch's ``requires_grad``), ``None`` when your framework does not say; the dump writes it in
+    each tensor's record and the dump comparison shows both runs' values (msprobe 26's ``Requires_grad``
+    columns).
     """
 
 
@@ -670,6 +801,9 @@ def ts_current_rank() -> int | None:
     ``firstresult``: answer only when your framework's distributed layer is
     initialised. The dump writes into ``rank{r}`` with this rank unless the user
     named one.
+
+    In :class:`~tscore.backend.Backend`: ``current_rank()``: the distributed rank, for the dump's ``rank{r}``
+    folder.
     """
 
 
@@ -699,6 +833,9 @@ def ts_named_layers(model: object) -> Sequence[LayerInfo] | None:
     ``eps`` of RMS norms and ``base`` of rotary embeddings (``kind_by_name`` finds both in model code);
     ``hidden_size``, ``num_layers``, ``bidirectional``, ``batch_first`` of
     recurrent layers; ``num_heads`` of attention.
+
+    In :class:`~tscore.backend.Backend`: ``named_layers(model)``: every layer as a ``LayerInfo`` with its
+    neutral kind and settings (eps, momentum in torch's meaning, padding as ``[[before, after]]``).
     """
 
 
@@ -728,6 +865,14 @@ def ts_layer_layout(layer: object, kind: str) -> str | None:
     compare values that are not in the same places; two square shapes (channels
     as many as height and width) cannot show a permutation, so a backend with
     channels-last layers declares them.
+
+    In :class:`~tscore.backend.Backend`: ``layer_layout(layer, kind)``: the axis order your layer computes in,
+    ``"NCHW"`` (channels first, torch's, the neutral form), ``"NHWC"`` (channels last), ``"NLC"``, or
+    ``"channels_first"``/``"channels_last"`` for a layer of any rank; ``None`` when the layer takes what it is
+    given (a ReLU). The finder compares and replays layers in the neutral layout, so a channels-last port is
+    compared axis by axis. ``layout_from_attributes(layer, kind, ("data_format",), default="channels_first")``
+    reads a ``data_format`` attribute. A backend that answers nothing gets "cannot tell" wherever shapes are
+    the same axes in another order, never a layer named from misplaced values.
     """
 
 
@@ -742,6 +887,11 @@ def ts_layer_training(layer: object) -> bool | None:
     changed; the conformance kit checks it the same way, so a framework
     whose mode is not a ``training`` attribute (Flax's ``deterministic``,
     ``use_running_average``) answers here.
+
+    In :class:`~tscore.backend.Backend`: ``layer_training(layer)``: whether the layer is in training mode; by
+    default its ``training`` attribute. Override it where the mode is something else (Flax's
+    ``deterministic``); the finder warns when a run left a layer in another mode, and the kit checks every
+    layer's mode through it.
     """
 
 
@@ -757,6 +907,9 @@ def ts_install_module_hooks(model: object, recorder: ModuleRecorder) -> HookHand
     copies what it keeps. ``remove()`` on the returned
     :class:`tscore.contract.layers.HookHandles` must take off every hook added
     and undo any setting changed to make hooks fire (a compiled mode).
+
+    In :class:`~tscore.backend.Backend`: ``install_module_hooks(model, recorder)``:
+    ``recorder.enter``/``leave`` around every layer call until the returned ``HookHandles`` are removed.
     """
 
 
@@ -773,6 +926,9 @@ def ts_run_forward(
     of every layer for the run and restore each layer's own mode before
     returning, whether the run succeeded or raised; let the exception of a
     failed run propagate unchanged.
+
+    In :class:`~tscore.backend.Backend`: ``run_forward(model, args, kwargs, train)``: arrays become your
+    tensors, no gradients, every layer's mode restored.
     """
 
 
@@ -784,6 +940,11 @@ def ts_read_graph_file(path: str) -> Sequence[GraphNode] | None:
     return ``None`` for any other (tscore then says that no plugin reads it).
     ``precision_tracker`` lists from these records the operators whose
     precision your backend changed.
+
+    In :class:`~tscore.backend.Backend`: ``read_graph_file(path)``: a computation graph your framework saved
+    (MindSpore's ANF IR ``.pb``) as ``GraphNode`` records (name, scoped name, operator type, attributes as
+    text, inputs with shape and dtype); ``None`` for a file of another format. ``ts.widget.precision_tracker``
+    lists from them the operators whose precision your backend raised or reduced.
 
     :param path: the file.
     :return: one :class:`tscore.contract.graph.GraphNode` per operator, in the
@@ -804,6 +965,11 @@ def ts_read_print_file(path: str) -> Sequence[str | np.ndarray] | None:
     printed text). ``ts.widget.save_convert`` finds in the items the tensors
     that ``ts.save(..., output_mode="print")`` or the user printed after the
     marker ``_TS_SAVE_NAME:{name}``.
+
+    In :class:`~tscore.backend.Backend`: ``read_print_file(path)``: a file your framework's print operator
+    wrote (MindSpore's binary print file) as its items in order, strings as printed and tensors as numpy
+    arrays; ``None`` for a file of another format. ``ts.widget.save_convert`` finds there the tensors printed
+    after the ``_TS_SAVE_NAME:`` marker.
 
     :param path: the file.
     :return: every printed item in order: a string as printed (it may hold a

@@ -1,17 +1,9 @@
 """ptdbg_ascend's functions, so that ``from tscore.ptdbg import *`` replaces ``from ptdbg_ascend import *``.
 
-::
-
-    from tscore.ptdbg import *
-
-    seed_all()
-    set_dump_path("./npu_dump.pkl", dump_tag="dump_conv2d")
-    register_hook(model, acc_cmp_dump)
-    set_dump_switch("ON")
-    ...                                   # the step to dump
-    set_dump_switch("OFF")
-    parse("./npu_dump.pkl", "Torch_batch_norm_1_forward")
-    compare({"npu_pkl_path": npu_pkl, "bench_pkl_path": gpu_pkl}, "./output")
+``seed_all``, ``set_dump_path``, ``register_hook`` (with ``acc_cmp_dump`` or ``overflow_check``),
+``set_dump_switch``, ``set_overflow_check_switch``, ``parse``, ``compare`` and
+``compare_distributed`` keep ptdbg's names and arguments; the manual's page "Coming from
+ptdbg_ascend" (``docs/coming-from/ptdbg.md``) shows a whole run, tested, and each function's status.
 
 The dump lands in tscore's layout (:mod:`tscore.dump.writer`):
 ``{folder of the path}/{dump_tag}/step{k}/rank{r}/``, one step per

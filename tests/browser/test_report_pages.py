@@ -220,3 +220,46 @@ def test_a_click_on_a_spike_among_200000_rows_opens_that_row(tmp_path, open_repo
     x = data["left"] + (spike - data["low"]) / (data["high"] - data["low"]) * data["width"] + 2
     opened.page.mouse.click(box["x"] + x * scale, box["y"] + box["height"] / 2)
     assert opened.page.inner_text("#body tr.selected td:first-child") == str(spike)
+
+
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "assets" / "report.png"
+
+
+def _saved_activations(folder: Path, slope: float) -> Path:
+    """Every layer's output of a small network whose LeakyReLU has ``slope``, saved as a port would."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1),
+        torch.nn.BatchNorm2d(8),
+        torch.nn.LeakyReLU(slope),
+        torch.nn.Conv2d(8, 8, 3, padding=1),
+        torch.nn.LeakyReLU(slope),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(8, 10),
+    ).eval()
+    x = torch.randn(4, 3, 16, 16, generator=torch.Generator().manual_seed(1))
+    ts.reset_save_id()
+    ts.save(str(folder / "input"), x)
+    names = ["conv1", "bn1", "act1", "conv2", "act2", "pool", "flatten", "logits"]
+    with torch.no_grad():
+        for name, layer in zip(names, net, strict=True):
+            x = layer(x)
+            ts.save(str(folder / name), x)
+    return folder
+
+
+def test_the_manual_shows_a_screenshot_of_a_real_comparison_page(tmp_path, open_report, monkeypatch) -> None:
+    """The site's picture of a report is this page: a port whose LeakyReLU slope is 0.2, not 0.01."""
+    monkeypatch.chdir(tmp_path)  # the page's title names the two folders as given: torch_run and port
+    torch_run = _saved_activations(Path("torch_run"), 0.01)
+    port = _saved_activations(Path("port"), 0.2)
+    report = ts.migrator.compare_npy_dir(torch_run, port, print_level=0)
+    assert report.first_divergence is not None and report.first_divergence.orig_name == "3_act1.npy"
+    opened = open_report(report.to_html(tmp_path / "port.html"))
+    opened.page.click("#show-first")
+    assert "3_act1.npy" in opened.page.inner_text("#detail-title")
+    opened.page.wait_for_selector("#histogram svg rect")
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    opened.page.screenshot(path=str(SCREENSHOT), full_page=True)
+    assert SCREENSHOT.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and SCREENSHOT.stat().st_size > 20_000

@@ -1,4 +1,4 @@
-"""The README and the command line's help say the same: commands, options, sessions, where things are."""
+"""The README, the manual (``docs/``) and the command line's help agree: commands, options, sessions."""
 
 from __future__ import annotations
 
@@ -13,6 +13,9 @@ from tscore.cli import build_parser
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 QUICK_START = README[README.index("## Quick start") :].split("\n## ", 1)[0]
+MANUAL = "\n".join(
+    [README, *(page.read_text(encoding="utf-8") for page in sorted((ROOT / "docs").rglob("*.md")))]
+)
 
 
 def _commands() -> dict[str, object]:
@@ -62,9 +65,9 @@ def test_every_comparing_command_takes_quiet(command: str) -> None:
 
 
 def _readme_synopses() -> list[tuple[str, str]]:
-    """Every ``tscore COMMAND ...`` line of the README's code blocks, with its continuation lines."""
+    """Every ``tscore COMMAND ...`` line of the README's and the manual's code blocks, continuations too."""
     found = []
-    lines = README.splitlines()
+    lines = MANUAL.splitlines()
     for i, line in enumerate(lines):
         match = re.match(r"tscore ([a-z-]+)\b(.*)", line)
         if match and match[1] in _commands():
@@ -84,7 +87,7 @@ def test_every_option_the_readme_shows_is_one_the_command_takes() -> None:
     for command, text in synopses:
         for flag in re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", text):
             assert flag in _options(command), (
-                f"README shows `tscore {command} {flag}`, which it does not take"
+                f"the manual shows `tscore {command} {flag}`, which it does not take"
             )
 
 

@@ -155,8 +155,8 @@ def test_cal_algorithm_gives_allclose_ratio_cosine_and_differences():
     assert none[:2] == (False, 0) and np.isnan(none[2]) and all(np.isnan(none[3]))
 
 
-# where tscore's cosine deliberately differs from TroubleShooter's (README's table): NaN and inf
-# positions are left out rather than making the whole cosine NaN, and a tiny norm is not zero
+# where tscore's cosine deliberately differs from TroubleShooter's (docs/coming-from/troubleshooter.md):
+# NaN and inf positions are left out rather than making the whole cosine NaN, and a tiny norm is not zero
 DIFFERENT = {
     "nan": 1.0,
     "inf": float(np.array([1.0, 3.0]) @ [1.0, 3.5] / np.hypot(1, 3) / np.hypot(1, 3.5)),

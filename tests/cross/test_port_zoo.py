@@ -93,7 +93,7 @@ def test_a_layer_order_swap_is_placed_in_its_block_between_the_two_layers() -> N
 
 
 def test_the_issue_s_call_with_two_checkpoint_files_pairs_through_the_structure(tmp_path: Path) -> None:
-    """The README's call with both checkpoints, the MindSpore one converted with custom_name_func."""
+    """The manual's call with both checkpoints, the MindSpore one converted with custom_name_func."""
     torch.manual_seed(0)
     net = randomise_batchnorms(TorchResNet())
     port = MsResNet(eps=1e-3)

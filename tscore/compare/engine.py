@@ -154,7 +154,8 @@ def compare_npy_dir(
 
     :raises TargetPathError: a folder missing or without ``.npy`` files, or
         ``output_file`` in a missing folder, before any work.
-    :raises TypeError, ValueError: for bad tolerances or ``name_map_list`` items.
+    :raises TypeError: for bad tolerances or ``name_map_list`` items.
+    :raises ValueError: for bad tolerances or ``name_map_list`` items.
     """
     _check_tolerances(rtol, atol, equal_nan)
     if print_level not in (0, 1, 2):

@@ -10,7 +10,7 @@ whatever their ranks; two of one *role* (two activations, two poolings) may
 stand in for each other when layers are paired.
 
 A backend names a class tscore has no kind for ``""``; the core then pairs
-it by path, weights or order alone. The backend author's guide in the README
+it by path, weights or order alone. The backend author's guide (docs/writing-a-backend.md)
 lists this table, generated from here (a test keeps the two the same).
 """
 

@@ -1,6 +1,6 @@
 """``from tscore.msprobe.pytorch import PrecisionDebugger, seed_all``: msprobe.pytorch's entry points.
 
-Those tscore has (the README's "Coming from msprobe" table lists every one):
+Those tscore has (the manual's "Coming from msprobe" page, docs/coming-from/msprobe.md, lists every one):
 :class:`PrecisionDebugger`, :func:`seed_all`, and the comparison of two dumps,
 :func:`compare` and :func:`compare_distributed` (ptdbg's signatures).
 """

@@ -17,7 +17,7 @@ then inherits every test below (pytest collects them from the subclass)::
         def run_backward(self, array, through): ...
         def backward_network(self, network, inputs): ...
 
-The six factories are :data:`FACTORIES`; the README's guide names the same
+The six factories are :data:`FACTORIES`; the backend author's guide (docs/writing-a-backend.md) names the same
 (a test of tscore checks it). A hook the backend leaves unanswered makes the
 tests that need it *skip*, with the reason, never pass: a skipped test in
 your run is a capability your backend does not offer yet.

@@ -1,0 +1,113 @@
+"""The documentation site as built (``nox -s docs``): every page, the hook reference, the API, the pictures.
+
+``mkdocs build --strict`` has already failed on a broken link or reference; these tests read what it
+wrote (``$TSCORE_SITE_DIR``, else ``site/``) for what strict mode cannot see: a hook or a public
+function the reference leaves out, a page left out of the navigation, a picture that is not there.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+import tscore.dump
+import tscore.migrator
+import tscore.ptdbg
+from tscore import hookspecs
+
+ROOT = Path(__file__).resolve().parents[2]
+SITE = Path(os.environ.get("TSCORE_SITE_DIR", ROOT / "site"))
+DOCS = ROOT / "docs"
+HOOKS = sorted(
+    name for name, _ in inspect.getmembers(hookspecs, inspect.isfunction) if name.startswith("ts_")
+)
+
+
+def page(path: str) -> str:
+    """The HTML of one built page (``reference/hooks`` is ``reference/hooks/index.html``)."""
+    built = SITE / path / "index.html"
+    if not built.exists():
+        pytest.fail(f"{built} was not built: run `nox -s docs` (mkdocs build --strict) first")
+    return built.read_text(encoding="utf-8")
+
+
+class _Sections(HTMLParser):
+    """The text under each heading whose id is a dotted Python name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sections: dict[str, list[str]] = {}
+        self.current: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        ident = dict(attrs).get("id")
+        if re.fullmatch(r"h[1-6]", tag) and ident and ident.startswith("tscore."):
+            self.current = ident
+            self.sections[ident] = []
+
+    def handle_data(self, data: str) -> None:
+        if self.current:
+            self.sections[self.current].append(data)
+
+
+def sections(html: str) -> dict[str, str]:
+    """``{"tscore.hookspecs.ts_to_numpy": its text, ...}`` for one page."""
+    parser = _Sections()
+    parser.feed(html)
+    return {ident: " ".join("".join(parts).split()) for ident, parts in parser.sections.items()}
+
+
+def test_the_hook_reference_documents_every_hookspec_and_no_other() -> None:
+    found = sections(page("reference/hooks"))
+    hooks = sorted(ident.rsplit(".", 1)[1] for ident in found if ident.startswith("tscore.hookspecs.ts_"))
+    assert hooks == HOOKS
+
+
+@pytest.mark.parametrize("name", HOOKS)
+def test_each_hook_says_what_it_takes_returns_and_which_backend_method_answers(name: str) -> None:
+    text = sections(page("reference/hooks"))[f"tscore.hookspecs.{name}"]
+    summary = " ".join((inspect.getdoc(getattr(hookspecs, name)) or "").split("\n\n")[0].split())
+    assert summary and summary.split("``")[0] in text, f"{name}'s summary is not in the reference"
+    assert "In Backend:" in text, f"{name}'s section does not say which Backend method answers it"
+    assert len(text.split()) >= 25, text
+
+
+@pytest.mark.parametrize(
+    ("module", "prefixes"),
+    [
+        (tscore.migrator, ("tscore.migrator",)),
+        # ts.dump.compare_dumps is dump_compare's; ts.dump.compare is ptdbg's (dump_compare.compare: a module)
+        (tscore.dump, ("tscore.dump", "tscore.dump_compare", "tscore.ptdbg")),
+        (tscore.ptdbg, ("tscore.ptdbg",)),
+    ],
+    ids=["migrator", "dump", "ptdbg"],
+)
+def test_the_api_reference_has_every_public_name(module: object, prefixes: tuple[str, ...]) -> None:
+    found = sections(page("reference/api"))
+    names = module.__all__  # type: ignore[attr-defined]
+    missing = [name for name in names if not any(f"{prefix}.{name}" in found for prefix in prefixes)]
+    assert not missing, f"the API reference leaves out {missing} of {prefixes[0]}"
+
+
+def test_every_page_is_built_and_in_the_navigation() -> None:
+    home = page("")  # the navigation is on every page
+    for source in sorted(DOCS.rglob("*.md")):
+        relative = source.relative_to(DOCS).with_suffix("")
+        path = "" if relative.name == "index" else relative.as_posix()
+        assert (SITE / path / "index.html").exists(), f"{source} was not built"
+        href = "." if not path else f"{path}/"
+        assert f'href="{href}"' in home or f'href="./{href}"' in home, f"{source} is not in the navigation"
+
+
+def test_the_pictures_are_there_a_report_page_and_the_core_s_layers() -> None:
+    screenshot = SITE / "assets" / "report.png"
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    layers = (SITE / "assets" / "layers.svg").read_text(encoding="utf-8")
+    for layer in ("API and CLI", "features", "helpers", "contract"):
+        assert f">{layer}<" in layers
+    assert "assets/report.png" in page("") and "assets/layers.svg" in page("architecture")
