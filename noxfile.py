@@ -319,7 +319,10 @@ def gpu(session: nox.Session) -> None:
     python = os.environ.get("TSCORE_GPU_PYTHON", "python3")
     wheels = os.environ.get("TSCORE_WHEELS")
     source = ["--no-index", "--find-links", wheels] if wheels else []
-    session.run(python, "-m", "pip", "install", "-q", *source, "-e", ".", "-e", TORCH_PLUGIN, external=True)
+    # sybil: the manual's blocks marked "runs in nox -s gpu" run here (tests/gpu/test_docs_examples.py)
+    session.run(
+        python, "-m", "pip", "install", "-q", *source, "-e", ".", "-e", TORCH_PLUGIN, "sybil", external=True
+    )
     session.env["TSCORE_GPU"] = "1"
     session.run(python, "-m", "pytest", *(session.posargs or ["tests/gpu"]), external=True)
 

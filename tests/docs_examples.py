@@ -5,7 +5,8 @@ The blocks are collected by Sybil (a maintained collector of examples in documen
 invisible ones (``<!-- invisible-code-block: python ... -->``) that set up what a block assumes and
 check what its comments claim. A block that needs what another test session installs is marked
 ``<!-- skip: next "runs in nox -s paddle" -->`` and runs there; one that needs hardware this machine
-cannot have is marked ``<!-- skip: next "needs an Ascend NPU" -->`` (or ``a GPU``) and never runs.
+cannot have is marked ``<!-- skip: next "needs an Ascend NPU" -->`` and never runs (a GPU block runs in
+``nox -s gpu``, on a machine lent one).
 Any other mark is an error: a block is never skipped for a missing install.
 """
 
@@ -25,7 +26,7 @@ DOCS = ROOT / "docs"
 PAGES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
 DEFAULT_SESSION = "both"  # torch and MindSpore together: what most pages show
 ELSEWHERE = re.compile(r"^runs in nox -s (\w+)$")
-HARDWARE = ("needs an Ascend NPU", "needs a GPU")
+HARDWARE = ("needs an Ascend NPU",)
 SYBIL = Sybil(parsers=[PythonCodeBlockParser(), SkipParser()])
 
 

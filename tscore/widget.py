@@ -15,6 +15,20 @@ if TYPE_CHECKING:
     from tscore.netdiff.weights import LoadResult
     from tscore.printed_tensors import ConvertedTensor
 
+__all__ = [
+    "ObjectFileError",
+    "fix_random",
+    "get_grads",
+    "get_ms_grads",
+    "get_pt_grads",
+    "load_ms_weight2net",
+    "loss_compare",
+    "object_dump",
+    "object_load",
+    "precision_tracker",
+    "save_convert",
+]
+
 
 def get_grads(model: object, grads: object | None = None) -> dict[str, object]:
     """Name the gradients of ``model``'s trainable parameters, for any framework.

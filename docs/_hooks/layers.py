@@ -70,8 +70,8 @@ def layers_svg() -> str:
     head = (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{y + PAD}" '
         f'viewBox="0 0 {WIDTH} {y + PAD}" font-family="sans-serif" font-size="13">'
-        '<defs><marker id="arrow" markerWidth="10" markerHeight="10" refX="5" refY="9" orient="auto">'
-        '<path d="M0,0 L10,0 L5,10 z" fill="#455a64"/></marker></defs>'
+        '<defs><marker id="arrow" markerWidth="10" markerHeight="10" refX="10" refY="5" orient="auto">'
+        '<path d="M0,0 L10,5 L0,10 z" fill="#455a64"/></marker></defs>'
         "<title>The layers of the tscore core</title>"
     )
     return head + "".join(parts) + "</svg>\n"

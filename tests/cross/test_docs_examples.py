@@ -9,7 +9,7 @@ import pytest
 
 from tests.docs_examples import DEFAULT_SESSION, PAGES, ROOT, page_id, run_page, sessions_of
 
-OTHER_SESSIONS = {"paddle": "tests/paddle", "msadapter": "tests/msadapter"}
+OTHER_SESSIONS = {"paddle": "tests/paddle", "msadapter": "tests/msadapter", "gpu": "tests/gpu"}
 
 
 @pytest.mark.parametrize("page", [p for p in PAGES if DEFAULT_SESSION in sessions_of(p)], ids=page_id)

@@ -1,8 +1,9 @@
 """The documentation site as built (``nox -s docs``): every page, the hook reference, the API, the pictures.
 
-``mkdocs build --strict`` has already failed on a broken link or reference; these tests read what it
-wrote (``$TSCORE_SITE_DIR``, else ``site/``) for what strict mode cannot see: a hook or a public
-function the reference leaves out, a page left out of the navigation, a picture that is not there.
+``mkdocs build --strict`` has already failed on a broken link or reference, or a page left out of
+the navigation; these tests read what it wrote (``$TSCORE_SITE_DIR``, else ``site/``) for what strict
+mode cannot see: a hook or a public function the reference leaves out, a list that Markdown merged
+into a paragraph, a picture that is not there.
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ from pathlib import Path
 
 import pytest
 
+import tscore
 import tscore.dump
 import tscore.migrator
+import tscore.msprobe.pytorch
 import tscore.ptdbg
+import tscore.widget
 from tscore import hookspecs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,24 +88,56 @@ def test_each_hook_says_what_it_takes_returns_and_which_backend_method_answers(n
         # ts.dump.compare_dumps is dump_compare's; ts.dump.compare is ptdbg's (dump_compare.compare: a module)
         (tscore.dump, ("tscore.dump", "tscore.dump_compare", "tscore.ptdbg")),
         (tscore.ptdbg, ("tscore.ptdbg",)),
+        (tscore.widget, ("tscore.widget",)),
+        (tscore.msprobe.pytorch, ("tscore.msprobe.pytorch",)),
+        (tscore, ("tscore",)),
     ],
-    ids=["migrator", "dump", "ptdbg"],
+    ids=["migrator", "dump", "ptdbg", "widget", "msprobe.pytorch", "tscore"],
 )
 def test_the_api_reference_has_every_public_name(module: object, prefixes: tuple[str, ...]) -> None:
     found = sections(page("reference/api"))
-    names = module.__all__  # type: ignore[attr-defined]
+    names = [
+        name
+        for name in module.__all__  # type: ignore[attr-defined]
+        if not inspect.ismodule(getattr(module, name)) and name != "__version__"  # submodules have sections
+    ]
     missing = [name for name in names if not any(f"{prefix}.{name}" in found for prefix in prefixes)]
     assert not missing, f"the API reference leaves out {missing} of {prefixes[0]}"
 
 
+def _primary_navigation(html: str) -> str:
+    """The site's navigation on one page (the left column), without the page's own links."""
+    start = html.index('<nav class="md-nav md-nav--primary"')
+    depth, at = 0, start
+    for match in re.finditer(r"<(/?)nav\b", html[start:]):
+        depth += -1 if match.group(1) else 1
+        if depth == 0:
+            at = start + match.end()
+            break
+    return html[start:at]
+
+
 def test_every_page_is_built_and_in_the_navigation() -> None:
-    home = page("")  # the navigation is on every page
+    navigation = _primary_navigation(page(""))
     for source in sorted(DOCS.rglob("*.md")):
         relative = source.relative_to(DOCS).with_suffix("")
         path = "" if relative.name == "index" else relative.as_posix()
         assert (SITE / path / "index.html").exists(), f"{source} was not built"
         href = "." if not path else f"{path}/"
-        assert f'href="{href}"' in home or f'href="./{href}"' in home, f"{source} is not in the navigation"
+        assert f'href="{href}"' in navigation, f"{source} is not in the navigation"
+
+
+def test_no_list_was_merged_into_a_paragraph() -> None:
+    """Markdown needs four spaces to nest and a blank line after an item's second paragraph."""
+    merged = []
+    for built in sorted(SITE.rglob("index.html")):
+        html = built.read_text(encoding="utf-8")
+        article = html[html.find("<article") : html.find("</article>")]
+        for paragraph in re.findall(r"<p>(.*?)</p>", article, flags=re.DOTALL):
+            text = re.sub(r"<code>.*?</code>", "", paragraph, flags=re.DOTALL)
+            if re.search(r"(^|\n)\s*[*-] ", text) or "&lt;!--" in text:
+                merged.append(f"{built.relative_to(SITE)}: {text[:80]!r}")
+    assert not merged, "\n".join(merged)
 
 
 def test_the_pictures_are_there_a_report_page_and_the_core_s_layers() -> None:
