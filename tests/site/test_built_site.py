@@ -147,3 +147,14 @@ def test_the_pictures_are_there_a_report_page_and_the_core_s_layers() -> None:
     for layer in ("API and CLI", "features", "helpers", "contract"):
         assert f">{layer}<" in layers
     assert "assets/report.png" in page("") and "assets/layers.svg" in page("architecture")
+
+
+def test_no_page_loads_anything_from_another_host() -> None:
+    """The site reads offline, as tscore's reports do: no web fonts, scripts or images fetched."""
+    fetched = set()
+    for built in sorted(SITE.rglob("*.html")):
+        html = built.read_text(encoding="utf-8")
+        for tag in re.findall(r"<(?:script|img|link|iframe|source)\b[^>]*>", html):
+            if re.search(r"""(?:src|href)=["']?(?:https?:)?//""", tag):
+                fetched.add(f"{built.relative_to(SITE)}: {tag[:100]}")
+    assert not fetched, "\n".join(sorted(fetched))
