@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sybil import Sybil
+from sybil import Document, Example, Sybil
 from sybil.evaluators.skip import Skipper
 from sybil.parsers.markdown import PythonCodeBlockParser, SkipParser
 
@@ -58,25 +59,10 @@ def where_it_runs(reason: str | None) -> tuple[str | None, str | None]:
     raise ValueError(f"a block may be marked only 'runs in nox -s SESSION' or one of {HARDWARE}: {text!r}")
 
 
-def sessions_of(page: Path) -> set[str]:
-    """The sessions that run some block of ``page``."""
-    found, mark = set(), None
-    for example in SYBIL.parse(page):
-        if isinstance(example.region.evaluator, Skipper):
-            _, mark = example.parsed
-            continue
-        runs_in, _ = where_it_runs(mark)
-        mark = None
-        if runs_in:
-            found.add(runs_in)
-    return found
-
-
-def run_page(page: Path, session: str) -> PageRun:
-    """Run the blocks of ``page`` that ``session`` runs, in order, in the current folder."""
-    document = SYBIL.parse(page)
-    document.namespace["ROOT"] = ROOT
-    result = PageRun()
+def _blocks(page: Path, document: Document) -> Iterator[tuple[Example, str | None, str | None]]:
+    """Yield each code block of ``document`` with where it runs: ``(block, session, None)`` or
+    ``(block, None, hardware)``.
+    """
     mark: str | None = None
     for example in document:
         if isinstance(example.region.evaluator, Skipper):
@@ -84,8 +70,21 @@ def run_page(page: Path, session: str) -> PageRun:
             if action != "next":
                 raise ValueError(f"{page_id(page)}:{example.line}: only 'skip: next' marks are used")
             continue
-        runs_in, hardware = where_it_runs(mark)
+        yield (example, *where_it_runs(mark))
         mark = None
+
+
+def sessions_of(page: Path) -> set[str]:
+    """The sessions that run some block of ``page``."""
+    return {session for _, session, _ in _blocks(page, SYBIL.parse(page)) if session}
+
+
+def run_page(page: Path, session: str) -> PageRun:
+    """Run the blocks of ``page`` that ``session`` runs, in order, in the current folder."""
+    document = SYBIL.parse(page)
+    document.namespace["ROOT"] = ROOT
+    result = PageRun()
+    for example, runs_in, hardware in _blocks(page, document):
         if hardware:
             result.hardware[example.line] = hardware
         elif runs_in != session:
