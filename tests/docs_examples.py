@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from sybil import Document, Example, Sybil
 from sybil.evaluators.skip import Skipper
 from sybil.parsers.markdown import PythonCodeBlockParser, SkipParser
@@ -93,3 +94,19 @@ def run_page(page: Path, session: str) -> PageRun:
             example.region.evaluator(example)
             result.ran.append(example.line)
     return result
+
+
+def blocks_test(session: str) -> Callable[..., None]:
+    """The test a session's module binds to run, page by page, the blocks the manual gives that session.
+
+    ``test_the_manual_s_blocks_run = blocks_test("paddle")`` in ``tests/paddle``; a test of
+    ``nox -s both`` checks that every session a block names has such a line.
+    """
+
+    @pytest.mark.parametrize("page", [p for p in PAGES if session in sessions_of(p)], ids=page_id)
+    def test(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.chdir(tmp_path)
+        assert run_page(page, session).ran, f"{page_id(page)}: no block ran in nox -s {session}"
+
+    test.__doc__ = f"The manual's Python blocks that ``nox -s {session}`` runs run, page by page."
+    return test
