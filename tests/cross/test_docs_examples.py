@@ -18,6 +18,8 @@ def test_the_manual_shows_python_and_each_block_runs_somewhere() -> None:
             assert session in OTHER_SESSIONS, f"{page_id(page)} sends a block to nox -s {session}"
             tests = ROOT / OTHER_SESSIONS[session]
             callers = [
-                path for path in tests.glob("test_*.py") if f'blocks_test("{session}")' in path.read_text(encoding="utf-8")
+                path
+                for path in tests.glob("test_*.py")
+                if f'blocks_test("{session}")' in path.read_text(encoding="utf-8")
             ]
             assert callers, f"nothing in {OTHER_SESSIONS[session]} runs the blocks sent to nox -s {session}"
