@@ -23,8 +23,8 @@ opaque: hand it back as it came.
 A compiled capture (torch's) describes each call itself, below Python, as the
 recorder's entries (``{"name": "_input.0", "type": "tensor", "dtype": ...,
 "max": ...}``, each named by what follows the call's name), and reports the
-calls later, a batch at a time, with ``begin_described``, ``end_described``
-and ``backward_described``: the stack id it took at the call
+calls later, a batch at a time, with ``record_described`` (``begin_described``
+and ``end_described`` in one) and ``backward_described``: the stack id it took at the call
 (:meth:`ApiRecorder.stack_here`, asked once per new calling stack) goes with
 them. It registers, with :meth:`ApiRecorder.add_pending`, the function that
 reports its held calls; the recorder calls that before anything that depends
@@ -106,6 +106,23 @@ class ApiRecorder(Protocol):
 
     def end_described(self, token: Any, outputs: list[dict[str, Any]]) -> None:
         """:meth:`end` for a call :meth:`begin_described` opened."""
+        ...
+
+    def record_described(
+        self,
+        prefix: str,
+        api: str,
+        inputs: list[dict[str, Any]],
+        outputs: list[dict[str, Any]] | None,
+        *,
+        stack: Any,
+        framework: str,
+    ) -> Any:
+        """:meth:`begin_described` and :meth:`end_described` at once, for a call that has returned.
+
+        ``outputs`` is None for a call that raised: it is counted, not recorded. Returns the token
+        for :meth:`backward_described`, or None. One call instead of two per captured call.
+        """
         ...
 
     def backward_described(

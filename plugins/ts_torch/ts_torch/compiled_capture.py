@@ -9,7 +9,7 @@ the stack's id (worked out in Python once per new stack) and hooks the ``grad_fn
 It describes each call as the recorder's own entries (names, dtypes, shapes, finished statistics;
 values it does not know, such as a ``torch.dtype`` argument, it asks the recorder to describe).
 The calls wait in a list and are handed to the recorder before each module call and at
-``stop()`` (``begin_described``, ``end_described``, ``backward_described``), in the order they
+``stop()`` (``record_described``, ``backward_described``), in the order they
 ran, so the records, names and keys are the Python capture's, line for line.
 
 It serves dumps of statistics (the recorder's ``takes_described``); tensor files, md5 and the
@@ -289,11 +289,11 @@ class CompiledCapture:
             for call in calls:
                 if call[0] == 0:
                     _, (prefix, api), inputs, stack, outputs, number = call
-                    token = recorder.begin_described(prefix, api, inputs, stack=stack, framework=framework)
-                    if token is None or outputs is RAISED:
-                        continue
-                    recorder.end_described(token, outputs)
-                    if self._backward:
+                    raised = outputs is RAISED
+                    token = recorder.record_described(
+                        prefix, api, inputs, None if raised else outputs, stack=stack, framework=framework
+                    )
+                    if token is not None and not raised and self._backward:
                         tokens[number] = token
                 elif call[0] == 1:
                     _, number, into_outputs, into_inputs = call

@@ -100,6 +100,7 @@ struct State {
   std::unordered_map<int, int> codes;  // the kernel's dtype codes, by ScalarType
   std::unordered_map<int, py::object> dtype_names;
   std::unordered_map<std::string, py::object> device_names;
+  std::unordered_map<std::string, py::object> entry_names;  // "_input.0" ... as Python strings
   // the grad_fn hooks added: node, the key to remove the hook by, the call it reports
   std::vector<std::tuple<WeakNode, uintptr_t, int64_t>> hooks;
   size_t prune_hooks_at = kPruneAt;
@@ -125,10 +126,41 @@ std::string described(py::error_already_set& exc) {
   }
 }
 
+// The strings every entry holds (its keys, "tensor", "nan"), made and interned once: building them from
+// C strings for each of the hundreds of entries a step makes cost more than the rest of the entry.
+struct Words {
+  py::object name, type, dtype, shape, device, requires_grad, max, min, mean, norm, stats, value, error,
+      private_device, length, tensor, ellipsis, slice, dots, nan, inf, minus_inf;
+};
+
+const Words& words() {
+  static const Words* made = [] {
+    auto word = [](const char* text) { return py::reinterpret_steal<py::object>(PyUnicode_InternFromString(text)); };
+    return new Words{word("name"),  word("type"),   word("dtype"),   word("shape"),    word("device"),
+                     word("requires_grad"), word("max"), word("min"), word("mean"), word("norm"),
+                     word("stats"), word("value"),  word("error"),   word("_device"),  word("length"),
+                     word("tensor"), word("ellipsis"), word("slice"), word("..."),     word("nan"),
+                     word("inf"),   word("-inf")};
+  }();  // never freed: the interpreter may still hold them when the module goes
+  return *made;
+}
+
+// Set `key` of a dict to `value`; a failed insert (no memory) raises as pybind11's own calls do.
+void put(const py::dict& entry, const py::object& key, py::handle value) {
+  if (PyDict_SetItem(entry.ptr(), key.ptr(), value.ptr()) < 0) throw py::error_already_set();
+}
+
+// A new dict with room for `items` keys from the start (no resizing as they go in)
+py::dict sized_dict(Py_ssize_t items) {
+  PyObject* made = _PyDict_NewPresized(items);
+  if (made == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::dict>(made);
+}
+
 // One statistic as the record's JSON holds it: a float, or "nan", "inf", "-inf" (JSON has no such numbers)
 py::object json_number(double value) {
-  if (std::isnan(value)) return py::str("nan");
-  if (std::isinf(value)) return py::str(value > 0 ? "inf" : "-inf");
+  if (std::isnan(value)) return words().nan;
+  if (std::isinf(value)) return value > 0 ? words().inf : words().minus_inf;
   return py::float_(value);
 }
 
@@ -180,7 +212,7 @@ Known kernel_stats(State& s, PyObject* obj, const at::Tensor& t) {
   failed = s.kernel(data, code, count, acc);
   if (failed) return Known{};
   if (acc[4] != 0.0) {  // one NaN makes every statistic NaN, as numpy's and torch's reductions
-    py::object nan = py::str("nan");
+    const py::object& nan = words().nan;
     return Known{py::make_tuple(nan, nan, nan, nan), true};
   }
   return Known{py::make_tuple(json_number(acc[0]), json_number(acc[1]),
@@ -256,29 +288,34 @@ void remember_stats(State& s, const at::Tensor& t, const std::string& key, const
 // The record entry of one tensor, named `name` (the part after the call's name: "_input.0"); None when
 // its dtype is left out (filter_int). Statistics the kernel read are finished here (max, min, mean,
 // norm); the backend's own stay under "stats", for the writer to finish as the Python capture's are.
-py::object tensor_entry(State& s, PyObject* obj, const std::string& name, bool written) {
+py::object tensor_entry(State& s, PyObject* obj, const py::object& name, bool written) {
   const at::Tensor& t = THPVariable_Unpack(obj);
-  py::dict entry;
-  entry["name"] = name;
-  entry["type"] = "tensor";
+  const Words& w = words();
+  py::dict entry = sized_dict(10);
+  put(entry, w.name, name);
+  put(entry, w.type, w.tensor);
   py::object device = py::none();  // an error entry carries it as "_device", which the recorder takes off
   try {
     py::object dtype = dtype_name(s, t.scalar_type());
     if (PySet_Contains(s.skipped.ptr(), dtype.ptr()) == 1) return py::none();
-    entry["dtype"] = dtype;
+    put(entry, w.dtype, dtype);
     auto sizes = t.sizes();
     py::tuple shape(sizes.size());
-    for (size_t i = 0; i < sizes.size(); ++i) shape[i] = py::int_(sizes[i]);
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      PyObject* size = PyLong_FromLongLong(sizes[i]);
+      if (size == nullptr) throw py::error_already_set();
+      PyTuple_SET_ITEM(shape.ptr(), static_cast<Py_ssize_t>(i), size);  // steals it
+    }
     // ints only: no cycle can pass through it. Untracked now, the entry (strings, numbers and this)
     // stays out of the garbage collector's reach, which otherwise walks every held entry again and again
     PyObject_GC_UnTrack(shape.ptr());
-    entry["shape"] = shape;
+    put(entry, w.shape, shape);
     device = device_name(s, t);
-    entry["device"] = device;
+    put(entry, w.device, device);
     if (s.noted && PySet_Contains(s.noted.ptr(), device.ptr()) == 0) {
       s.note_device(s.framework, device);  // its settings (autocast ...) as they are at the call
     }
-    entry["requires_grad"] = py::bool_(t.requires_grad());
+    put(entry, w.requires_grad, t.requires_grad() ? Py_True : Py_False);
     Known stats;
     std::string key;
     const void* memory = nullptr;
@@ -296,15 +333,15 @@ py::object tensor_entry(State& s, PyObject* obj, const std::string& name, bool w
       remember_stats(s, t, key, memory, stats);
     }
     if (!stats.finished) {
-      entry["stats"] = stats.value;
+      put(entry, w.stats, stats.value);
     } else if (stats.value.is_none()) {
-      for (const char* field : {"max", "min", "mean", "norm"}) entry[field] = py::none();
+      for (const py::object* field : {&w.max, &w.min, &w.mean, &w.norm}) put(entry, *field, Py_None);
     } else {
-      py::tuple four = stats.value;
-      entry["max"] = four[0];
-      entry["min"] = four[1];
-      entry["mean"] = four[2];
-      entry["norm"] = four[3];
+      PyObject* four = stats.value.ptr();
+      put(entry, w.max, PyTuple_GET_ITEM(four, 0));
+      put(entry, w.min, PyTuple_GET_ITEM(four, 1));
+      put(entry, w.mean, PyTuple_GET_ITEM(four, 2));
+      put(entry, w.norm, PyTuple_GET_ITEM(four, 3));
     }
     return std::move(entry);
   } catch (py::error_already_set& exc) {  // a meta or sparse tensor: the record says so
@@ -321,31 +358,42 @@ bool plain(PyObject* value) {
   return value == Py_None || PyLong_Check(value) || PyFloat_Check(value) || PyUnicode_Check(value);
 }
 
-std::string joined(const std::string& side, const std::vector<std::string>& path) {
+// The entry's name after the call's ("_input.0", "_output"), one Python string per distinct name
+py::object joined(State& s, const std::string& side, const std::vector<std::string>& path) {
   std::string name = "_" + side;
-  for (size_t i = 0; i < path.size(); ++i) name += (i == 0 ? "." : ".") + path[i];
-  return name;
+  for (const std::string& part : path) name += "." + part;
+  auto found = s.entry_names.find(name);
+  if (found != s.entry_names.end()) return found->second;
+  if (s.entry_names.size() >= kPruneAt) s.entry_names.clear();  // keyword names are the user's: keep it bounded
+  py::object made = py::str(name);
+  s.entry_names.emplace(std::move(name), made);
+  return made;
 }
 
 // Append the entries of one value to `out`, as the recorder's _describe names and spells them.
 void describe(State& s, PyObject* value, const std::string& side, std::vector<std::string>& path, bool written,
               py::list& out) {
-  std::string name = joined(side, path);
+  py::object name = joined(s, side, path);
+  const Words& w = words();
   if (THPVariable_Check(value)) {
     py::object entry = tensor_entry(s, value, name, written);
     if (!entry.is_none()) out.append(entry);
     return;
   }
   if (plain(value)) {
-    py::dict entry;
-    entry["name"] = name;
-    entry["type"] = type_name(value);
-    entry["value"] = py::handle(value);
+    py::dict entry = sized_dict(3);
+    put(entry, w.name, name);
+    put(entry, w.type, type_name(value));
+    put(entry, w.value, value);
     out.append(entry);
     return;
   }
   if (value == Py_Ellipsis) {
-    out.append(py::dict(py::arg("name") = name, py::arg("type") = "ellipsis", py::arg("value") = "..."));
+    py::dict entry = sized_dict(3);
+    put(entry, w.name, name);
+    put(entry, w.type, w.ellipsis);
+    put(entry, w.value, w.dots);
+    out.append(entry);
     return;
   }
   if (PySlice_Check(value)) {
@@ -354,7 +402,11 @@ void describe(State& s, PyObject* value, const std::string& side, std::vector<st
     if (plain(bounds[0]) && plain(bounds[1]) && plain(bounds[2])) {
       py::list values;
       for (PyObject* bound : bounds) values.append(py::handle(bound));
-      out.append(py::dict(py::arg("name") = name, py::arg("type") = "slice", py::arg("value") = values));
+      py::dict entry = sized_dict(3);
+      put(entry, w.name, name);
+      put(entry, w.type, w.slice);
+      put(entry, w.value, values);
+      out.append(entry);
       return;
     }
   } else if (PyTuple_Check(value) || PyList_Check(value)) {
@@ -364,7 +416,11 @@ void describe(State& s, PyObject* value, const std::string& side, std::vector<st
       bool all_plain = true;
       for (Py_ssize_t i = 0; i < n && all_plain; ++i) all_plain = plain(items[i]);
       if (all_plain) {
-        out.append(py::dict(py::arg("name") = name, py::arg("type") = type_name(value), py::arg("length") = n));
+        py::dict entry = sized_dict(3);
+        put(entry, w.name, name);
+        put(entry, w.type, type_name(value));
+        put(entry, w.length, py::int_(n));
+        out.append(entry);
         return;
       }
     }
@@ -661,6 +717,7 @@ class Capture {
     s.seen_by_memory.clear();
     s.dtype_names.clear();
     s.device_names.clear();
+    s.entry_names.clear();
   }
 
   py::object take() {
