@@ -156,8 +156,9 @@ def test_the_compiled_capture_builds_and_serves_a_statistics_dump(tmp_path, monk
         {"level": "L1", "stack": False},
         {"level": "L1", "filter_int": False},
         {"level": "L1", "list": ["linear", "sin"]},
+        {"level": "L1", "data_mode": ["input"]},  # a side left out: the recorder's general way
     ],
-    ids=["L1", "mix", "no-stack", "integers-kept", "api-list"],
+    ids=["L1", "mix", "no-stack", "integers-kept", "api-list", "inputs-only"],
 )
 def test_both_captures_write_the_same_records(tmp_path, monkeypatch, run, config) -> None:
     made = {c: _files(_dump(tmp_path / c, c, run, monkeypatch, **config)) for c in ("compiled", "python")}
