@@ -342,6 +342,19 @@ def bench_dump(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def bench_dump_floor(session: nox.Session) -> None:
+    """What a dumped step costs before any call is recorded, and what ATen's operator callback would cost.
+
+    ``dump_floor.py``: the step's folder, module hooks and API capture with nothing recorded, beside
+    the dump; ``record_function_probe.py``: a ``RecordFunction`` callback, the capture's alternative.
+    """
+    session.install(*CONSTRAINTS, ".", TORCH_PLUGIN, TRANSFORMERS)
+    _compiled_capture(session)
+    session.run("python", "benchmarks/dump_floor.py", *session.posargs)
+    session.run("python", "benchmarks/record_function_probe.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
 def bench_host_stats(session: nox.Session) -> None:
     """The statistics of host memory: one compiled pass against numpy's and torch's reductions."""
     session.install(*CONSTRAINTS, ".", TORCH_PLUGIN)
