@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 MODELS = ("resnet", "encoder", "gpt2")
@@ -113,6 +114,28 @@ def _model(name: str) -> tuple[Any, Any, Any]:
     if name == "encoder6":  # the GPU's: 6 x 512 on 32 x 256 tokens
         return Encoder(1000, 512, 8, 2048, 6), torch.randint(0, 1000, (32, 256)), torch.randint(0, 10, (32,))
     return Encoder(100, 64, 4, 128, 2), torch.randint(0, 100, (8, 32)), torch.randint(0, 10, (8,))
+
+
+def interleaved(
+    step: Callable[[str], float], ways: Sequence[str], steps: int, warmup: int = 3
+) -> dict[str, dict[str, float]]:
+    """Time ``step(way)`` for each way in turn, round after round, so that drift falls on all alike.
+
+    :param step: runs one step the given way and returns its seconds.
+    :param warmup: rounds run first and not counted (imports, builds, first allocations).
+    :return: each way's median milliseconds and its ratio to the first way's (``{"ms", "ratio"}``).
+    """
+    times: dict[str, list[float]] = {way: [] for way in ways}
+    for index in range(warmup + steps):
+        for way in ways:
+            seconds = step(way)
+            if index >= warmup:
+                times[way].append(seconds)
+    first = statistics.median(times[ways[0]])
+    return {
+        way: {"ms": statistics.median(times[way]) * 1e3, "ratio": statistics.median(times[way]) / first}
+        for way in ways
+    }
 
 
 def _rss_mb() -> float:

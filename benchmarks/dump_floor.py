@@ -25,7 +25,6 @@ import json
 import logging
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -33,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_dump import MODELS, _model
+from bench_dump import MODELS, _model, interleaved
 
 WAYS = ("plain", "folder", "+modules", "+mode", "dump")
 
@@ -72,21 +71,11 @@ def floor(model_name: str, steps: int, root: str) -> dict[str, Any]:
             debugger.step()
         return time.perf_counter() - began
 
-    times: dict[str, list[float]] = {way: [] for way in WAYS}
-    try:
-        for index in range(steps + 3):
-            for way in WAYS:
-                seconds = step(way)
-                if index >= 3:  # the first steps pay for imports and the capture's build
-                    times[way].append(seconds)
+    try:  # the first rounds pay for imports and the capture's build
+        result: dict[str, Any] = {"model": model_name, "steps": steps, **interleaved(step, WAYS, steps)}
     finally:
         debugger_module._api_hooks, compiled_capture.api_name = api_hooks, api_name
         debugger.close()
-    plain = statistics.median(times["plain"])
-    result: dict[str, Any] = {"model": model_name, "steps": steps}
-    for way in WAYS:
-        median = statistics.median(times[way])
-        result[way] = {"ms": median * 1e3, "ratio": median / plain}
     return result
 
 

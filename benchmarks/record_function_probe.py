@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -28,7 +27,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_dump import MODELS, _model
+from bench_dump import MODELS, _model, interleaved
 
 SOURCE = r"""
 #include <torch/extension.h>
@@ -100,22 +99,10 @@ def probe(built: Any, model_name: str, steps: int) -> dict[str, Any]:
                 built.remove_callback()
         return time.perf_counter() - began
 
-    times: dict[str, list[float]] = {way: [] for way in WAYS}
     before = built.counted()
-    for index in range(steps + 3):
-        for way in WAYS:
-            seconds = step(way)
-            if index >= 3:
-                times[way].append(seconds)
-    plain = statistics.median(times["plain"])
-    result: dict[str, Any] = {
-        "model": model_name,
-        "operators_per_step": (built.counted() - before) / ((steps + 3) * (len(WAYS) - 1)),
-    }
-    for way in WAYS:
-        median = statistics.median(times[way])
-        result[way] = {"ms": median * 1e3, "ratio": median / plain}
-    return result
+    medians = interleaved(step, WAYS, steps)
+    rounds = (steps + 3) * (len(WAYS) - 1)  # the steps run with the callback, warm-up rounds included
+    return {"model": model_name, "operators_per_step": (built.counted() - before) / rounds, **medians}
 
 
 def main() -> None:
