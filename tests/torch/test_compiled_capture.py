@@ -121,7 +121,34 @@ def _many_calls_step() -> Step:
     return step
 
 
-STEPS = {"cnn": _cnn_step, "encoder": _encoder_step, "odd": _odd_values_step, "many": _many_calls_step}
+def _raised_elsewhere_step() -> Step:
+    """The one call on a device (meta) raises: it is not recorded, but the device's settings are kept."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 3, requires_grad=True)
+    a, b = torch.empty(2, device="meta"), torch.empty(3, device="meta")
+    return functools.partial(_raised_elsewhere, x, a, b)
+
+
+def _raised_elsewhere(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    y = x
+    for _ in range(3):
+        y = torch.tanh(y * 2 + 1)
+    try:
+        a + b  # shapes that do not broadcast
+    except RuntimeError:
+        pass
+    loss = y.sum()
+    loss.backward()
+    return loss
+
+
+STEPS = {
+    "cnn": _cnn_step,
+    "encoder": _encoder_step,
+    "odd": _odd_values_step,
+    "many": _many_calls_step,
+    "raised": _raised_elsewhere_step,
+}
 
 
 def _dump(folder: Path, capture: str, run: str, monkeypatch: pytest.MonkeyPatch, **config: object) -> str:
@@ -168,6 +195,12 @@ def test_both_captures_write_the_same_records(tmp_path, monkeypatch, run, config
         assert compiled[name].splitlines() == python[name].splitlines(), name
     if "list" not in config:
         assert compiled["dump.jsonl"].count("\n") > 10
+
+
+def test_a_call_that_raises_still_notes_its_devices_settings(tmp_path, monkeypatch) -> None:
+    info = json.loads(Path(_dump(tmp_path, "compiled", "raised", monkeypatch), "dump_info.json").read_text())
+    assert "meta" in info["devices"] and "torch meta" in info["settings"]
+    assert info["devices"][-1] == "cpu"
 
 
 def test_the_odd_values_are_recorded_as_the_python_capture_records_them(tmp_path, monkeypatch) -> None:

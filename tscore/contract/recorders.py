@@ -120,8 +120,9 @@ class ApiRecorder(Protocol):
     ) -> Any:
         """:meth:`begin_described` and :meth:`end_described` at once, for a call that has returned.
 
-        ``outputs`` is None for a call that raised: it is counted, not recorded. Returns the token
-        for :meth:`backward_described`, or None. One call instead of two per captured call.
+        ``outputs`` is None for a call that raised: it is counted, not recorded. ``stack`` is what
+        :meth:`stack_here` gave at the call, or None. Returns the token for
+        :meth:`backward_described`, or None. One call instead of two per captured call.
         """
         ...
 

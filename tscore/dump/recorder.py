@@ -322,10 +322,12 @@ class DumpRecorder:
     ) -> CallToken | None:
         """:meth:`begin_described` and :meth:`end_described` at once, for a call that has returned.
 
-        :param outputs: the entries of its output; None when the call raised (counted, not recorded).
+        :param outputs: the entries of its output; None when the call raised (counted, not recorded,
+            its inputs' devices still noted: the general way, as :meth:`begin_described`).
+        :param stack: what :meth:`stack_here` gave at the call, or None.
         :return: the token for :meth:`backward_described`, or None when the call is not dumped.
         """
-        if not self._records_everything:
+        if not self._records_everything or outputs is None:
             token = self.begin_described(prefix, api, inputs, stack=stack, framework=framework)
             if token is not None and outputs is not None:
                 self.end_described(token, outputs)
@@ -338,10 +340,8 @@ class DumpRecorder:
         token = CallToken(name, key, module, None if stack is None else self._stack_id(stack), [])
         token.framework = framework
         self._ops.frameworks.add(framework)
-        if outputs is not None:
-            call = name.ptdbg
-            inputs, outputs = self._named(call, inputs, framework), self._named(call, outputs, framework)
-            self._emit(token, name, inputs, outputs)
+        call = name.ptdbg
+        self._emit(token, name, self._named(call, inputs, framework), self._named(call, outputs, framework))
         return token
 
     def end_described(self, token: CallToken, outputs: list[dict[str, Any]]) -> None:
