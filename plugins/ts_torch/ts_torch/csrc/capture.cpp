@@ -126,21 +126,24 @@ std::string described(py::error_already_set& exc) {
   }
 }
 
-// The strings every entry holds (its keys, "tensor", "nan"), made and interned once: building them from
-// C strings for each of the hundreds of entries a step makes cost more than the rest of the entry.
+// The strings every entry holds (its keys, "tensor", "nan"), made and interned once, not built from C
+// strings again for each of the hundreds of entries a step makes.
 struct Words {
-  py::object name, type, dtype, shape, device, requires_grad, max, min, mean, norm, stats, value, error,
-      private_device, length, tensor, ellipsis, slice, dots, nan, inf, minus_inf;
+  py::object name, type, dtype, shape, device, requires_grad, max, min, mean, norm, stats, value, length,
+      tensor, ellipsis, slice, dots, nan, inf, minus_inf;
 };
 
 const Words& words() {
   static const Words* made = [] {
-    auto word = [](const char* text) { return py::reinterpret_steal<py::object>(PyUnicode_InternFromString(text)); };
-    return new Words{word("name"),  word("type"),   word("dtype"),   word("shape"),    word("device"),
+    auto word = [](const char* text) {
+      PyObject* interned = PyUnicode_InternFromString(text);
+      if (interned == nullptr) throw py::error_already_set();
+      return py::reinterpret_steal<py::object>(interned);
+    };
+    return new Words{word("name"),  word("type"), word("dtype"),    word("shape"), word("device"),
                      word("requires_grad"), word("max"), word("min"), word("mean"), word("norm"),
-                     word("stats"), word("value"),  word("error"),   word("_device"),  word("length"),
-                     word("tensor"), word("ellipsis"), word("slice"), word("..."),     word("nan"),
-                     word("inf"),   word("-inf")};
+                     word("stats"), word("value"), word("length"),  word("tensor"), word("ellipsis"),
+                     word("slice"), word("..."), word("nan"),       word("inf"), word("-inf")};
   }();  // never freed: the interpreter may still hold them when the module goes
   return *made;
 }
@@ -148,13 +151,6 @@ const Words& words() {
 // Set `key` of a dict to `value`; a failed insert (no memory) raises as pybind11's own calls do.
 void put(const py::dict& entry, const py::object& key, py::handle value) {
   if (PyDict_SetItem(entry.ptr(), key.ptr(), value.ptr()) < 0) throw py::error_already_set();
-}
-
-// A new dict with room for `items` keys from the start (no resizing as they go in)
-py::dict sized_dict(Py_ssize_t items) {
-  PyObject* made = _PyDict_NewPresized(items);
-  if (made == nullptr) throw py::error_already_set();
-  return py::reinterpret_steal<py::dict>(made);
 }
 
 // One statistic as the record's JSON holds it: a float, or "nan", "inf", "-inf" (JSON has no such numbers)
@@ -291,7 +287,7 @@ void remember_stats(State& s, const at::Tensor& t, const std::string& key, const
 py::object tensor_entry(State& s, PyObject* obj, const py::object& name, bool written) {
   const at::Tensor& t = THPVariable_Unpack(obj);
   const Words& w = words();
-  py::dict entry = sized_dict(10);
+  py::dict entry;
   put(entry, w.name, name);
   put(entry, w.type, w.tensor);
   py::object device = py::none();  // an error entry carries it as "_device", which the recorder takes off
@@ -381,7 +377,7 @@ void describe(State& s, PyObject* value, const std::string& side, std::vector<st
     return;
   }
   if (plain(value)) {
-    py::dict entry = sized_dict(3);
+    py::dict entry;
     put(entry, w.name, name);
     put(entry, w.type, type_name(value));
     put(entry, w.value, value);
@@ -389,7 +385,7 @@ void describe(State& s, PyObject* value, const std::string& side, std::vector<st
     return;
   }
   if (value == Py_Ellipsis) {
-    py::dict entry = sized_dict(3);
+    py::dict entry;
     put(entry, w.name, name);
     put(entry, w.type, w.ellipsis);
     put(entry, w.value, w.dots);
@@ -402,7 +398,7 @@ void describe(State& s, PyObject* value, const std::string& side, std::vector<st
     if (plain(bounds[0]) && plain(bounds[1]) && plain(bounds[2])) {
       py::list values;
       for (PyObject* bound : bounds) values.append(py::handle(bound));
-      py::dict entry = sized_dict(3);
+      py::dict entry;
       put(entry, w.name, name);
       put(entry, w.type, w.slice);
       put(entry, w.value, values);
@@ -416,7 +412,7 @@ void describe(State& s, PyObject* value, const std::string& side, std::vector<st
       bool all_plain = true;
       for (Py_ssize_t i = 0; i < n && all_plain; ++i) all_plain = plain(items[i]);
       if (all_plain) {
-        py::dict entry = sized_dict(3);
+        py::dict entry;
         put(entry, w.name, name);
         put(entry, w.type, type_name(value));
         put(entry, w.length, py::int_(n));
