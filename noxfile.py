@@ -351,7 +351,7 @@ def bench_dump_floor(session: nox.Session) -> None:
     session.install(*CONSTRAINTS, ".", TORCH_PLUGIN, TRANSFORMERS)
     _compiled_capture(session)
     session.run("python", "benchmarks/dump_floor.py", *session.posargs)
-    session.run("python", "benchmarks/record_function_probe.py", *session.posargs)
+    session.run("python", "benchmarks/record_function_probe.py")  # ARGS go to dump_floor.py alone
 
 
 @nox.session(python=PYTHON)

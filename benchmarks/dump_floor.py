@@ -52,6 +52,10 @@ def floor(model_name: str, steps: int, root: str) -> dict[str, Any]:
     net, x, y = _model(model_name)
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
     debugger = ts.dump.Debugger(task="statistics", dump_path=root, level="L1")
+    if compiled_capture.extension() is None:  # the Python capture's handler would record in '+mode'
+        raise SystemExit(
+            "no compiled torch capture here (the warning above says why): its floor cannot be measured"
+        )
     api_hooks, api_name = debugger_module._api_hooks, compiled_capture.api_name
 
     def no_capture() -> Any:

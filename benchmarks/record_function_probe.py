@@ -7,11 +7,13 @@ operator below Python instead, by dispatcher name (``aten::conv2d``), with no Py
 This builds a throwaway callback (``torch.utils.cpp_extension.load_inline``, about 30 s the first
 time) that counts the top-level operators of each step, and times one torch thread's step (forward,
 backward, SGD step; ``bench_dump.py``'s models) plain and with the callback added at the step's
-start and removed at its end, interleaved, in four ways:
+start and removed at its end, interleaved, three ways beside the plain step:
 
 * ``names``: the callback reads the operator's name alone;
-* ``outputs``: it asks for the outputs (``needsOutputs``) and reads each tensor's size;
-* ``inputs``: it asks for the inputs (``needsInputs``) and reads each tensor's size.
+* ``outputs``: the outputs are handed to it (``needsOutputs``) and it reads each tensor's size;
+* ``inputs``: the inputs are handed to it (``needsInputs``) and it reads each tensor's size.
+
+It reads no values: what a capture's statistics would add is in ``dump_floor.py``'s last column.
 
     python benchmarks/record_function_probe.py [--models resnet encoder gpt2] [--steps 40]
 """
@@ -21,7 +23,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from typing import Any
 
@@ -100,8 +101,9 @@ def probe(built: Any, model_name: str, steps: int) -> dict[str, Any]:
         return time.perf_counter() - began
 
     before = built.counted()
-    medians = interleaved(step, WAYS, steps)
-    rounds = (steps + 3) * (len(WAYS) - 1)  # the steps run with the callback, warm-up rounds included
+    warmup = 3
+    medians = interleaved(step, WAYS, steps, warmup)
+    rounds = (steps + warmup) * (len(WAYS) - 1)  # the steps run with the callback
     return {"model": model_name, "operators_per_step": (built.counted() - before) / rounds, **medians}
 
 
@@ -113,8 +115,9 @@ def main() -> None:
     args = parser.parse_args()
     from torch.utils import cpp_extension
 
-    folder = os.environ.get("TSCORE_CACHE_DIR") or tempfile.mkdtemp(prefix="record_function_probe_")
-    folder = os.path.join(folder, "record-function-probe")
+    from ts_torch.compiled_capture import build_folder
+
+    folder = str(build_folder().parent.parent / "record-function-probe")  # beside the capture's builds
     os.makedirs(folder, exist_ok=True)
     built = cpp_extension.load_inline(
         name="tscore_record_function_probe_ndebug",
