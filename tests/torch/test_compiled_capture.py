@@ -183,7 +183,7 @@ def test_the_compiled_capture_builds_and_serves_a_statistics_dump(tmp_path, monk
         {"level": "L1", "stack": False},
         {"level": "L1", "filter_int": False},
         {"level": "L1", "list": ["linear", "sin"]},
-        {"level": "L1", "data_mode": ["input"]},  # a side left out: the recorder's general way
+        {"level": "L1", "data_mode": ["input"]},  # a side of each call left out
     ],
     ids=["L1", "mix", "no-stack", "integers-kept", "api-list", "inputs-only"],
 )

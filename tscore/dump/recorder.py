@@ -148,10 +148,6 @@ class DumpRecorder:
             d: self.stack_only or self._keeps[d, "input"] or self._keeps[d, "output"]
             for d in ("forward", "backward")
         }
-        # every call recorded whole (no list, API or range, all of data_mode): record_described's short way
-        self._records_everything = (
-            self._filter.everything and not self.stack_only and all(self._keeps.values())
-        )
         self._modules: list[_ModuleFrame] = []
         self._outside = _ModuleFrame(OUTSIDE, 0)  # calls made outside every module of the model
         self._module_calls: dict[str, int] = {}
@@ -322,26 +318,14 @@ class DumpRecorder:
     ) -> CallToken | None:
         """:meth:`begin_described` and :meth:`end_described` at once, for a call that has returned.
 
-        :param outputs: the entries of its output; None when the call raised (counted, not recorded,
-            its inputs' devices still noted: the general way, as :meth:`begin_described`).
+        :param outputs: the entries of its output; None when the call raised (counted, its inputs'
+            devices noted, not recorded).
         :param stack: what :meth:`stack_here` gave at the call, or None.
         :return: the token for :meth:`backward_described`, or None when the call is not dumped.
         """
-        if not self._records_everything or outputs is None:
-            token = self.begin_described(prefix, api, inputs, stack=stack, framework=framework)
-            if token is not None and outputs is not None:
-                self.end_described(token, outputs)
-            return token
-        index = self.count(prefix, api)  # no filter to ask, no side of a call left out: the short way
-        if not self.active:
-            return None
-        name = CallName(prefix, api, index, "forward")
-        module, key = self._provenance(f"{prefix}.{api}")
-        token = CallToken(name, key, module, None if stack is None else self._stack_id(stack), [])
-        token.framework = framework
-        self._ops.frameworks.add(framework)
-        call = name.ptdbg
-        self._emit(token, name, self._named(call, inputs, framework), self._named(call, outputs, framework))
+        token = self.begin_described(prefix, api, inputs, stack=stack, framework=framework)
+        if token is not None and outputs is not None:
+            self.end_described(token, outputs)
         return token
 
     def end_described(self, token: CallToken, outputs: list[dict[str, Any]]) -> None:
